@@ -1,0 +1,46 @@
+# The front door. `make serve` installs what is missing, builds and runs the main job;
+# `make test` builds and runs every test (unit, sanitizers, fuzzing). See README.md.
+JOBS ?= $(shell nproc)
+BUILD ?= build
+MODEL ?= ../shared/testdata/models/stories260K.gguf
+FUZZ_SECONDS ?= 60
+
+.PHONY: all setup build serve test test-unit test-sanitize test-fuzz format clean
+
+all: build
+
+setup:
+	@bash scripts/setup.sh
+
+$(BUILD)/Makefile: CMakeLists.txt
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
+
+build: setup $(BUILD)/Makefile
+	cmake --build $(BUILD) -j $(JOBS)
+
+# The main job. Until `1bit serve` exists this describes the model it would serve.
+serve: build
+	$(BUILD)/bin/1bit info $(MODEL)
+
+test: test-unit test-sanitize test-fuzz
+
+test-unit: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# The unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer (clang).
+test-sanitize: setup
+	CC=clang CXX=clang++ cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DONEBIT_SANITIZE=ON
+	cmake --build build-asan -j $(JOBS)
+	cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS)
+
+# Every fuzz target for a bounded time, seeded from tests/fuzz_corpus/.
+test-fuzz: setup
+	CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DONEBIT_FUZZ=ON
+	cmake --build build-fuzz -j $(JOBS)
+	bash scripts/run_fuzzers.sh build-fuzz $(FUZZ_SECONDS)
+
+format:
+	clang-format -i $$(git ls-files '*.h' '*.cpp' '*.cu')
+
+clean:
+	rm -rf $(BUILD) build-asan build-fuzz
