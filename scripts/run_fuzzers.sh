@@ -16,9 +16,11 @@ for t in "${targets[@]}"; do
   args=("$work")
   [ -d "$seeds" ] && args+=("$seeds")
   echo "fuzz: $name for ${seconds}s"
+  set +e
   "$t" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
        -artifact_prefix="$root/fuzz-artifacts/$name-" "${args[@]}" 2>&1 | tail -n 15
   rc=${PIPESTATUS[0]}
+  set -e
   rm -rf "$work"
   if [ "$rc" -ne 0 ]; then echo "fuzz: $name failed (exit $rc)" >&2; exit "$rc"; fi
 done
