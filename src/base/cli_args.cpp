@@ -106,6 +106,8 @@ Result<ParsedArgs> parse_args(const std::vector<std::string>& args, const std::v
       std::string value;
       if (inline_value) {
         value = *inline_value;
+      } else if (spec->value_optional && (i + 1 >= args.size() || args[i + 1].rfind('-', 0) == 0)) {
+        value = "";
       } else if (i + 1 < args.size()) {
         value = args[++i];
       } else {
@@ -127,7 +129,7 @@ std::string format_options(const std::vector<OptionSpec>& specs) {
     std::string left = "  ";
     left += s.short_name ? std::string("-") + s.short_name + ", " : "    ";
     left += "--" + s.long_name;
-    if (!s.value_name.empty()) left += " " + s.value_name;
+    if (!s.value_name.empty()) left += s.value_optional ? " [" + s.value_name + "]" : " " + s.value_name;
     width = std::max(width, left.size());
     lefts.push_back(std::move(left));
   }

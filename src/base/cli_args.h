@@ -19,6 +19,8 @@ struct OptionSpec {
   std::string value_name;     // "FILE"; empty for a flag
   std::string help;           // one line
   bool repeatable = false;    // may be given more than once (values accumulate)
+  bool value_optional = false;  // the value may be left out (then the next argument is not taken
+                                // when it starts with '-'); an absent value is stored as ""
 };
 
 // What a command line said: options by long name, in order, and the positional arguments.

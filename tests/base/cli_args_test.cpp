@@ -11,7 +11,20 @@ const std::vector<OptionSpec> kSpecs = {
     {"json", 0, "", "json output"},
     {"threads", 't', "N", "threads"},
     {"config", 0, "NAME=OPTS", "config", /*repeatable=*/true},
+    {"mtp", 0, "HEAD", "mtp", /*repeatable=*/false, /*value_optional=*/true},
 };
+
+TEST(CliArgs, OptionalValue) {
+  auto a = parse_args({"--mtp", "--json"}, kSpecs);
+  ASSERT_TRUE(a.ok());
+  EXPECT_TRUE(a->has("mtp"));
+  EXPECT_EQ(a->get("mtp", "unset"), "");  // present, no value
+  EXPECT_TRUE(a->has("json"));
+  auto b = parse_args({"--mtp", "head.gguf"}, kSpecs);
+  EXPECT_EQ(b->get("mtp"), "head.gguf");
+  auto c = parse_args({"--mtp"}, kSpecs);
+  EXPECT_TRUE(c->has("mtp"));
+}
 
 TEST(CliArgs, ParsesLongShortInlineAndPositionals) {
   auto r = parse_args({"-m", "a.gguf", "--json", "--threads=4", "x", "--", "--not-an-option"}, kSpecs);
