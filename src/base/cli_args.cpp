@@ -97,6 +97,8 @@ Result<ParsedArgs> parse_args(const std::vector<std::string>& args, const std::v
       spec = find_long(specs, name);
     } else if (a.size() == 2) {
       spec = find_short(specs, a[1]);
+    } else {
+      spec = find_long(specs, a.substr(1));  // llama.cpp-style single-dash names: -np, -ngl
     }
     if (spec == nullptr) return make_error("unknown option '" + shown + "'");
     if (spec->value_name.empty()) {

@@ -32,5 +32,6 @@ int failure(const std::string& cmd, const std::string& message);
 // Defined in their cmd_*.cpp files.
 Command version_command();
 Command info_command();
+Command serve_command();
 
 }  // namespace onebit::cli

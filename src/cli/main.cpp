@@ -11,6 +11,7 @@ namespace onebit::cli {
 
 const std::vector<Command>& commands() {
   static const std::vector<Command> kCommands = {
+      serve_command(),
       info_command(),
       version_command(),
   };

@@ -1,0 +1,87 @@
+// `1bit serve`'s option table and their validation (values and combinations).
+#include <algorithm>
+
+#include "serve/plan.h"
+
+namespace onebit {
+
+const std::vector<OptionSpec>& serve_option_specs() {
+  static const std::vector<OptionSpec> kSpecs = {
+      {"model", 'm', "FILE", "the GGUF model to serve (required)"},
+      {"host", 0, "H", "address to bind (default 127.0.0.1)"},
+      {"port", 'p', "P", "port to listen on (default 8000)"},
+      {"alias", 0, "NAME", "model name in the API (default: the file's stem)"},
+      {"ctx-size", 'c', "N", "context per sequence; 0 = the model's, capped by memory (default 0)"},
+      {"device", 0, "D", "auto | cpu | cuda | vulkan | rocm | hrx (default auto)"},
+      {"llama-server", 0, "PATH", "llama-server binary for child routes"},
+      {"parallel", 0, "N", "sequences decoded together (continuous batching)"},
+      {"np", 0, "N", "same as --parallel (llama-server's spelling)"},
+      {"mtp", 0, "HEAD.gguf", "speculative decoding with the model's MTP head", false, /*value_optional=*/true},
+      {"dflash", 0, "DRAFT.gguf", "speculative decoding with a DFlash block drafter"},
+      {"draft", 0, "MODEL.gguf", "speculative decoding with a small draft model"},
+      {"ngram", 0, "", "speculative decoding by prompt n-gram lookup"},
+      {"mtp-max", 0, "N", "draft length (default 3; DFlash: block_size - 1, else 16)"},
+      {"mtp-p-min", 0, "P", "draft only while the drafter is at least P sure (DFlash default 0)"},
+      {"adaptive", 0, "", "two backends: a primary, and an overflow with 16 slots"},
+      {"adaptive-at", 0, "N", "requests in flight on the primary before overflowing (default 8)"},
+      {"api-key", 0, "KEY", "require 'Authorization: Bearer KEY'"},
+      {"dry-run", 0, "", "print the plan as JSON and exit"},
+      {"jinja", 0, "", "accepted for llama-server compatibility (templates are always Jinja)"},
+      {"metrics", 0, "", "accepted for llama-server compatibility (/metrics is always on)"},
+  };
+  return kSpecs;
+}
+
+Result<ServeOptions> parse_serve_options(const ParsedArgs& args) {
+  ServeOptions o;
+  if (!args.positionals().empty()) {
+    return make_error("unexpected argument '" + args.positionals()[0] + "' (the model is given with -m FILE)");
+  }
+  o.model_path = args.get("model");
+  if (o.model_path.empty()) return make_error("-m/--model FILE is required: the GGUF model to serve");
+  o.host = args.get("host", o.host);
+  if (o.host.empty()) return make_error("--host must not be empty");
+  ONEBIT_ASSIGN_OR_RETURN(o.port, args.get_int("port", 8000, 1, 65535));
+  o.alias = args.get("alias");
+  ONEBIT_ASSIGN_OR_RETURN(o.ctx_size, args.get_int("ctx-size", 0, 0, int64_t{1} << 24));
+  o.device = args.get("device", "auto");
+  static const std::vector<std::string> kDevices = {"auto", "cpu", "cuda", "vulkan", "rocm", "hrx"};
+  if (std::find(kDevices.begin(), kDevices.end(), o.device) == kDevices.end()) {
+    return make_error("--device must be one of auto, cpu, cuda, vulkan, rocm, hrx; got '" + o.device + "'");
+  }
+  o.llama_server = args.get("llama-server");
+  if (args.has("parallel") && args.has("np")) return make_error("--parallel and -np say the same; give one");
+  const char* np_name = args.has("np") ? "np" : "parallel";
+  if (args.has(np_name)) {
+    ONEBIT_ASSIGN_OR_RETURN(int64_t n, args.get_int(np_name, 1, 1, 256));
+    o.parallel = n;
+  }
+  o.mtp = args.has("mtp");
+  o.mtp_head = args.get("mtp");
+  o.dflash = args.get("dflash");
+  o.draft = args.get("draft");
+  o.ngram = args.has("ngram");
+  if (o.mtp && !o.dflash.empty()) return make_error("--mtp and --dflash both given: pick one");
+  const int n_drafters = int(o.mtp) + int(!o.dflash.empty()) + int(!o.draft.empty()) + int(o.ngram);
+  if (n_drafters > 1) return make_error("more than one drafter given (--mtp, --dflash, --draft, --ngram): pick one");
+  if (args.has("mtp-max")) {
+    ONEBIT_ASSIGN_OR_RETURN(int64_t n, args.get_int("mtp-max", 3, 1, 64));
+    o.mtp_max = n;
+  }
+  if (args.has("mtp-p-min")) {
+    ONEBIT_ASSIGN_OR_RETURN(double p, args.get_float("mtp-p-min", 0, 0, 1));
+    o.mtp_p_min = p;
+  }
+  if (n_drafters == 0 && (o.mtp_max || o.mtp_p_min)) {
+    return make_error("--mtp-max and --mtp-p-min tune a drafter; give one with --mtp, --dflash, --draft or --ngram");
+  }
+  o.adaptive = args.has("adaptive");
+  ONEBIT_ASSIGN_OR_RETURN(o.adaptive_at, args.get_int("adaptive-at", 8, 1, 256));
+  if (args.has("adaptive-at") && !o.adaptive) return make_error("--adaptive-at N needs --adaptive");
+  o.api_key = args.get("api-key");
+  if (args.has("api-key") && o.api_key.empty()) return make_error("--api-key must not be empty");
+  o.dry_run = args.has("dry-run");
+  return o;
+}
+
+}  // namespace onebit
