@@ -2,6 +2,7 @@
 // Spec: https://github.com/ggml-org/ggml/blob/master/docs/gguf.md. Knows nothing of models.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -32,12 +33,25 @@ enum class GgufValueType : uint32_t {
   kFloat64 = 12,
 };
 
+// The spec's name of a value type ("uint32", "string", "array"); "type<N>" when unknown.
 std::string_view gguf_value_type_name(GgufValueType t);
+// Size in bytes of a scalar value type; 0 for kString, kArray and unknown types.
+size_t gguf_value_type_size(GgufValueType t);
+// True when `raw` is one of the 13 value types of GGUF v2/v3.
+bool gguf_value_type_known(uint32_t raw);
+
+// Limits the reader enforces beyond the spec (see docs/gguf.md).
+inline constexpr int kGgufMaxArrayDepth = 8;          // arrays nested deeper are refused
+inline constexpr uint64_t kGgufMaxKeyBytes = 65535;   // the spec's key length limit
+inline constexpr uint64_t kGgufMaxTensorNameBytes = 63;  // ggml's GGML_MAX_NAME - 1
+inline constexpr uint32_t kGgufMaxDims = 4;           // ggml's GGML_MAX_DIMS
+inline constexpr uint64_t kGgufDefaultAlignment = 32;
 
 // One metadata value. Strings and array payloads point into the mapped file (no copies).
 // For an array, `array_type` is the element type and `array_count` its length; scalar elements
 // are at `raw` (little-endian, packed), string elements are in `strings`. Nested arrays are
-// allowed by the spec; their elements are kept as `raw` spans, unparsed (`array_nested`).
+// allowed by the spec; each element is a parsed kArray value in `array_nested` (depth-limited).
+// For every array `raw` spans the whole encoded payload after the element type and count.
 struct GgufValue {
   GgufValueType type = GgufValueType::kUint8;
   std::span<const uint8_t> raw;          // scalar bytes, or the packed array payload
@@ -90,7 +104,9 @@ class GgufFile {
 
   uint32_t version() const { return version_; }
   uint64_t alignment() const { return alignment_; }
-  uint64_t data_offset() const { return data_offset_; }  // start of the tensor data section
+  // Start of the tensor data section (end of metadata rounded up to the alignment). A file with
+  // no tensors may stop before that padding; data_offset() is then the file size.
+  uint64_t data_offset() const { return data_offset_; }
   std::span<const uint8_t> bytes() const { return bytes_; }
   const std::string& name() const { return name_; }
 
