@@ -33,6 +33,7 @@ struct EncodeOptions {
 };
 
 class TokenizerImpl;
+struct VocabData;
 
 // Immutable after construction; encode/decode are safe to call from many threads.
 class Tokenizer {
@@ -40,6 +41,8 @@ class Tokenizer {
   // Builds the tokenizer from a GGUF's tokenizer.ggml.* keys. Errors name the key and value
   // (e.g. an unsupported tokenizer.ggml.pre) and say what is supported.
   static Result<Tokenizer> from_gguf(const GgufFile& file);
+  // Builds the tokenizer from an in-memory vocabulary (tokenizer/vocab.h); validates it the same way.
+  static Result<Tokenizer> from_vocab(const VocabData& vocab);
 
   std::vector<TokenId> encode(std::string_view text, const EncodeOptions& options = {}) const;
   // Concatenated bytes of the tokens (byte tokens decoded, SentencePiece spaces restored).

@@ -1,0 +1,115 @@
+// Byte-level BPE: GPT-2's byte <-> code point map, pre-tokenization, and the ranked-merge loop
+// of Hugging Face tokenizers' `Word::merge_all` (lowest rank first, then leftmost).
+#include <algorithm>
+#include <queue>
+
+#include "tokenizer/tokenizer_impl.h"
+#include "tokenizer/unicode.h"
+
+namespace onebit {
+
+const std::array<uint32_t, 256>& byte_to_unicode() {
+  static const std::array<uint32_t, 256> table = [] {
+    std::array<uint32_t, 256> t{};
+    uint32_t next = 256;
+    for (uint32_t b = 0; b < 256; ++b) {
+      const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE);
+      t[b] = printable ? b : next++;
+    }
+    return t;
+  }();
+  return table;
+}
+
+int unicode_to_byte(uint32_t cp) {
+  static const std::vector<int> inverse = [] {
+    std::vector<int> inv(512, -1);
+    const auto& fwd = byte_to_unicode();
+    for (int b = 0; b < 256; ++b) inv[fwd[b]] = b;
+    return inv;
+  }();
+  return cp < inverse.size() ? inverse[cp] : -1;
+}
+
+void TokenizerImpl::encode_bpe_text(std::string_view text, std::vector<TokenId>& out) const {
+  const std::string normalized = v_.nfc ? nfc_utf8(text) : std::string(text);
+  const std::vector<uint32_t> cps = utf8_to_code_points(normalized);
+  // Words repeat a lot in real text; remember short ones for this call.
+  std::unordered_map<std::string, std::pair<size_t, size_t>> cache;
+  std::string piece;
+  for (const PieceSpan& span : pre_tokenize(pre_, cps)) {
+    piece.clear();
+    for (size_t i = span.begin; i < span.end; ++i) append_utf8(cps[i], piece);
+    if (piece.size() > 32) {
+      encode_bpe_piece(piece, out);
+      continue;
+    }
+    auto it = cache.find(piece);
+    if (it != cache.end()) {
+      out.insert(out.end(), out.begin() + it->second.first, out.begin() + it->second.first + it->second.second);
+      continue;
+    }
+    const size_t start = out.size();
+    encode_bpe_piece(piece, out);
+    cache.emplace(piece, std::make_pair(start, out.size() - start));
+  }
+}
+
+void TokenizerImpl::encode_bpe_piece(std::string_view piece, std::vector<TokenId>& out) const {
+  if (v_.ignore_merges) {
+    std::string mapped;
+    for (unsigned char b : piece) append_utf8(byte_to_unicode()[b], mapped);
+    if (TokenId id = find(mapped); id >= 0) {
+      out.push_back(id);
+      return;
+    }
+  }
+  struct Symbol {
+    TokenId id;
+    int32_t prev;
+    int32_t next;
+  };
+  std::vector<Symbol> syms;
+  syms.reserve(piece.size());
+  for (unsigned char b : piece) {
+    // HF's BPE without an unknown token drops characters missing from the vocabulary.
+    if (byte_token_[b] < 0) continue;
+    const auto n = static_cast<int32_t>(syms.size());
+    syms.push_back({byte_token_[b], n - 1, n + 1});
+  }
+  if (syms.empty()) return;
+  syms.back().next = -1;
+
+  struct Candidate {
+    int32_t rank;
+    int32_t pos;
+    TokenId merged;
+    bool operator>(const Candidate& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
+  };
+  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> queue;
+  auto consider = [&](int32_t pos) {
+    if (pos < 0 || syms[pos].next < 0) return;
+    auto it = merges_.find(merge_key(syms[pos].id, syms[syms[pos].next].id));
+    if (it != merges_.end()) queue.push({it->second.first, pos, it->second.second});
+  };
+  for (int32_t i = 0; i + 1 < static_cast<int32_t>(syms.size()); ++i) consider(i);
+  std::vector<bool> dead(syms.size(), false);
+  while (!queue.empty()) {
+    const Candidate top = queue.top();
+    queue.pop();
+    Symbol& left = syms[top.pos];
+    if (dead[top.pos] || left.next < 0) continue;
+    auto it = merges_.find(merge_key(left.id, syms[left.next].id));
+    if (it == merges_.end() || it->second.second != top.merged) continue;
+    const int32_t right = left.next;
+    left.id = top.merged;
+    left.next = syms[right].next;
+    dead[right] = true;
+    if (left.next >= 0) syms[left.next].prev = top.pos;
+    consider(left.prev);
+    consider(top.pos);
+  }
+  for (int32_t i = 0; i >= 0; i = syms[i].next) out.push_back(syms[i].id);
+}
+
+}  // namespace onebit
