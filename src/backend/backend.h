@@ -1,0 +1,131 @@
+// The op interface every compute backend implements (reference now; cpu/ and cuda/ next): tensors
+// in backend-owned buffers, ops enqueued in order, an explicit synchronize. Knows nothing of models.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string_view>
+
+#include "base/status.h"
+#include "gguf/ggml_type.h"
+
+namespace onebit {
+
+// Storage owned by a backend (host memory, device memory, or an alias of a mapped file). Opaque
+// outside the backend that made it; tensors point into it.
+class BackendBuffer {
+ public:
+  virtual ~BackendBuffer() = default;
+};
+
+// A 2-D row-major view into a backend buffer: `n_rows` rows of `n_cols` elements of `type`, rows
+// `row_stride_bytes` apart (a row of a block type holds n_cols / block_elems blocks). Cheap to
+// copy; does not own the buffer, which must outlive it. 1-D tensors are one row.
+struct Tensor {
+  BackendBuffer* buffer = nullptr;
+  size_t offset_bytes = 0;
+  GgmlType type = GgmlType::kF32;
+  int64_t n_rows = 0;
+  int64_t n_cols = 0;
+  size_t row_stride_bytes = 0;
+
+  bool valid() const { return buffer != nullptr; }
+  // Rows [first, first + n) of this tensor; CHECKs the range.
+  Tensor rows(int64_t first, int64_t n) const;
+  // The same contiguous bytes seen as [n_rows, n_cols] (same element count); CHECKs contiguity.
+  Tensor reshaped(int64_t n_rows, int64_t n_cols) const;
+  // Bytes of one row without padding (n_cols elements of `type`).
+  size_t row_bytes() const;
+};
+
+// RoPE element orderings. kNormal rotates adjacent pairs (x[2i], x[2i+1]) as GGUF llama files
+// (whose q/k are permuted by the converter) and llama2.c do; kNeox rotates (x[i], x[i + n_rot/2])
+// as HF `rotate_half` and GGUF qwen2/qwen3 do.
+enum class RopeOrdering { kNormal, kNeox };
+
+// Frequency scaling of RoPE, as the GGUF rope.scaling.* keys give it (llama.cpp's rope_yarn).
+enum class RopeScaling { kNone, kLinear, kYarn };
+
+struct RopeParams {
+  int32_t n_heads = 0;       // heads in the tensor's row
+  int32_t head_dim = 0;      // elements per head
+  int32_t n_rot = 0;         // leading dims of each head that rotate (<= head_dim, even)
+  RopeOrdering ordering = RopeOrdering::kNormal;
+  float freq_base = 10000.0f;
+  RopeScaling scaling = RopeScaling::kNone;
+  float scaling_factor = 1.0f;        // positions are divided by this (linear, YaRN)
+  int32_t original_context = 0;       // YaRN: rope.scaling.original_context_length
+  float yarn_beta_fast = 32.0f;       // YaRN ramp, llama.cpp defaults
+  float yarn_beta_slow = 1.0f;
+  float yarn_ext_factor = 1.0f;       // YaRN: 1 = full ramp
+  float yarn_attn_factor = 1.0f;      // extra magnitude scale (on top of YaRN's mscale)
+  Tensor freq_factors;                // optional F32 [1, n_rot / 2]: angle i is divided by it
+                                      // (Llama 3.1's rope_freqs.weight)
+};
+
+// Causal attention of a block of query rows of one sequence against that sequence's K/V rows.
+struct AttentionParams {
+  int32_t n_heads = 0;
+  int32_t n_kv_heads = 0;    // divides n_heads (GQA: query head h uses kv head h / (n_heads/n_kv_heads))
+  int32_t head_dim = 0;
+  float scale = 1.0f;        // usually 1/sqrt(head_dim)
+  int32_t first_pos = 0;     // position of query row 0; query row i sees keys 0 .. first_pos + i
+};
+
+// A compute backend. Ops are enqueued in call order and may run asynchronously: host memory given
+// to write/read must stay valid until synchronize() returns. Outputs never alias inputs unless an
+// op says so. Shapes are checked with CHECKs: a wrong shape is a bug in the caller (the model
+// validates outside input when it loads). Not thread-safe: one thread drives one backend.
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string_view name() const = 0;
+
+  // --- memory ---
+  // A weight tensor [n_rows, n_cols] of `type` from host bytes that stay valid for the backend's
+  // life (a mapped file): a host backend aliases them (no copy), a device backend uploads them.
+  virtual Result<Tensor> weight_from_host(GgmlType type, int64_t n_rows, int64_t n_cols,
+                                          std::span<const uint8_t> bytes) = 0;
+  // A new zeroed tensor [n_rows, n_cols] of F32 or I32 owned by the backend until it is destroyed.
+  // Errors when the memory cannot be allocated.
+  virtual Result<Tensor> alloc(GgmlType type, int64_t n_rows, int64_t n_cols) = 0;
+  // Returns a tensor's buffer (from alloc or weight_from_host) to the backend; every view of it
+  // becomes invalid. Waits for enqueued ops that use it.
+  virtual void free(const Tensor& t) = 0;
+  // Enqueues a copy of host bytes into `dst` (all of it; src holds dst's contiguous bytes).
+  virtual void write(const Tensor& dst, const void* src) = 0;
+  // Enqueues a copy of `src` (all of it) to host memory; valid after synchronize().
+  virtual void read(const Tensor& src, void* dst) = 0;
+  // Waits for every enqueued op.
+  virtual void synchronize() = 0;
+
+  // --- ops (F32 activations unless stated) ---
+  // out[i, :] = dequantized table[ids[i], :]. table any type [n_vocab, d]; ids I32 [1, n]; out [n, d].
+  // CHECKs ids in range: callers validate token ids first.
+  virtual void get_rows(const Tensor& table, const Tensor& ids, const Tensor& out) = 0;
+  // out[i, :] = x[i, :] / sqrt(mean(x[i, :]^2) + eps) * weight[:]. weight F32 [1, d]; may alias x.
+  virtual void rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out) = 0;
+  // out[n, m] = x[n, k] * w[m, k]^T, w of any dequantizable type. Matrix-vector when n == 1.
+  virtual void matmul(const Tensor& w, const Tensor& x, const Tensor& out) = 0;
+  // out = a + b; b is [n, d] like a, or one row [1, d] broadcast over a's rows. out may alias a.
+  virtual void add(const Tensor& a, const Tensor& b, const Tensor& out) = 0;
+  // out = silu(gate) * up, all [n, f]. out may alias gate.
+  virtual void swiglu(const Tensor& gate, const Tensor& up, const Tensor& out) = 0;
+  // Row-wise softmax of x [n, d] into out (may alias x).
+  virtual void softmax(const Tensor& x, const Tensor& out) = 0;
+  // Copies src into dst (same shape, F32); used to append K/V rows to a cache.
+  virtual void copy(const Tensor& src, const Tensor& dst) = 0;
+  // Rotates x [n, n_heads * head_dim] in place; positions I32 [1, n] gives each row's position.
+  virtual void rope(const Tensor& x, const Tensor& positions, const RopeParams& p) = 0;
+  // out[n, n_heads * head_dim] = softmax(q k^T * scale, causal) v for one sequence. q [n, n_heads *
+  // head_dim]; k, v [n_kv, n_kv_heads * head_dim] with n_kv >= first_pos + n (the cache rows).
+  virtual void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                         const AttentionParams& p) = 0;
+};
+
+// The scalar reference backend (backend/reference/): host memory, clear loops, the oracle.
+std::unique_ptr<Backend> make_reference_backend();
+
+}  // namespace onebit

@@ -1,0 +1,288 @@
+// The scalar reference backend: host memory, plain loops, double accumulation. It is the oracle
+// the optimized CPU and CUDA backends are tested against, so it is written for clarity, not speed.
+#include <cmath>
+#include <cstring>
+#include <new>
+#include <numbers>
+#include <vector>
+
+#include "backend/backend.h"
+#include "base/check.h"
+#include "gguf/quants.h"
+
+namespace onebit {
+namespace {
+
+// Host bytes: either owned (activations, caches) or an alias of caller memory (mapped weights).
+class HostBuffer : public BackendBuffer {
+ public:
+  explicit HostBuffer(size_t n_bytes) : owned_(n_bytes, 0), data_(owned_.data()) {}
+  explicit HostBuffer(std::span<const uint8_t> alias)
+      : data_(const_cast<uint8_t*>(alias.data())) {}  // weights are never written
+  uint8_t* data() { return data_; }
+
+ private:
+  std::vector<uint8_t> owned_;
+  uint8_t* data_;
+};
+
+uint8_t* row_ptr(const Tensor& t, int64_t row) {
+  auto* b = static_cast<HostBuffer*>(t.buffer);
+  return b->data() + t.offset_bytes + static_cast<size_t>(row) * t.row_stride_bytes;
+}
+float* f32_row(const Tensor& t, int64_t row) {
+  ONEBIT_CHECK(t.type == GgmlType::kF32);
+  return reinterpret_cast<float*>(row_ptr(t, row));
+}
+const int32_t* i32_row(const Tensor& t, int64_t row) {
+  ONEBIT_CHECK(t.type == GgmlType::kI32);
+  return reinterpret_cast<const int32_t*>(row_ptr(t, row));
+}
+void check_same_shape(const Tensor& a, const Tensor& b) {
+  ONEBIT_CHECK(a.n_rows == b.n_rows && a.n_cols == b.n_cols);
+}
+
+// llama.cpp's rope_yarn_corr_dim: the dimension whose wavelength fits n_rot turns in the
+// original context.
+double yarn_corr_dim(int n_rot, int original_context, double n_turns, double base) {
+  return n_rot * std::log(original_context / (n_turns * 2.0 * std::numbers::pi)) /
+         (2.0 * std::log(base));
+}
+
+class ReferenceBackend final : public Backend {
+ public:
+  std::string_view name() const override { return "reference"; }
+
+  Result<Tensor> weight_from_host(GgmlType type, int64_t n_rows, int64_t n_cols,
+                                  std::span<const uint8_t> bytes) override {
+    Tensor t{nullptr, 0, type, n_rows, n_cols, 0};
+    if (!ggml_type_traits(static_cast<uint32_t>(type)) || !can_dequantize(type)) {
+      return make_error("reference backend: weight type " + ggml_type_name(static_cast<uint32_t>(type)) +
+                        " cannot be dequantized; use a supported type (f32, f16, bf16, q4_0..q8_0, q4_K..q6_K)");
+    }
+    t.row_stride_bytes = t.row_bytes();
+    if (bytes.size() != t.row_stride_bytes * static_cast<size_t>(n_rows)) {
+      return make_error("reference backend: weight of " + std::to_string(n_rows) + " x " +
+                        std::to_string(n_cols) + " needs " +
+                        std::to_string(t.row_stride_bytes * n_rows) + " bytes, got " +
+                        std::to_string(bytes.size()));
+    }
+    buffers_.push_back(std::make_unique<HostBuffer>(bytes));
+    t.buffer = buffers_.back().get();
+    return t;
+  }
+
+  Result<Tensor> alloc(GgmlType type, int64_t n_rows, int64_t n_cols) override {
+    ONEBIT_CHECK(type == GgmlType::kF32 || type == GgmlType::kI32);
+    ONEBIT_CHECK(n_rows >= 0 && n_cols >= 0);
+    const size_t n_bytes = static_cast<size_t>(n_rows) * static_cast<size_t>(n_cols) * 4;
+    try {
+      buffers_.push_back(std::make_unique<HostBuffer>(n_bytes));
+    } catch (const std::bad_alloc&) {
+      return make_error("reference backend: out of memory allocating " + std::to_string(n_bytes) +
+                        " bytes; use a smaller context (--ctx) or model");
+    }
+    return Tensor{buffers_.back().get(), 0, type, n_rows, n_cols, static_cast<size_t>(n_cols) * 4};
+  }
+
+  void free(const Tensor& t) override {
+    for (auto it = buffers_.begin(); it != buffers_.end(); ++it) {
+      if (it->get() == t.buffer) {
+        buffers_.erase(it);
+        return;
+      }
+    }
+    ONEBIT_CHECK_MSG(false, "free of a tensor this backend does not own");
+  }
+
+  void write(const Tensor& dst, const void* src) override {
+    const size_t rb = dst.row_bytes();
+    for (int64_t r = 0; r < dst.n_rows; ++r) {
+      std::memcpy(row_ptr(dst, r), static_cast<const uint8_t*>(src) + r * rb, rb);
+    }
+  }
+  void read(const Tensor& src, void* dst) override {
+    const size_t rb = src.row_bytes();
+    for (int64_t r = 0; r < src.n_rows; ++r) {
+      std::memcpy(static_cast<uint8_t*>(dst) + r * rb, row_ptr(src, r), rb);
+    }
+  }
+  void synchronize() override {}  // every op ran when it was enqueued
+
+  void get_rows(const Tensor& table, const Tensor& ids, const Tensor& out) override {
+    ONEBIT_CHECK(ids.n_rows == 1 && ids.n_cols == out.n_rows && table.n_cols == out.n_cols);
+    const int32_t* id = i32_row(ids, 0);
+    for (int64_t i = 0; i < out.n_rows; ++i) {
+      ONEBIT_CHECK(id[i] >= 0 && id[i] < table.n_rows);
+      dequantize_row(table.type, row_ptr(table, id[i]), f32_row(out, i), table.n_cols);
+    }
+  }
+
+  void rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out) override {
+    check_same_shape(x, out);
+    ONEBIT_CHECK(weight.n_rows == 1 && weight.n_cols == x.n_cols);
+    const float* w = f32_row(weight, 0);
+    for (int64_t r = 0; r < x.n_rows; ++r) {
+      const float* xr = f32_row(x, r);
+      double sum_sq = 0.0;
+      for (int64_t c = 0; c < x.n_cols; ++c) sum_sq += double(xr[c]) * xr[c];
+      const double inv = 1.0 / std::sqrt(sum_sq / double(x.n_cols) + eps);
+      float* o = f32_row(out, r);
+      for (int64_t c = 0; c < x.n_cols; ++c) o[c] = float(xr[c] * inv) * w[c];
+    }
+  }
+
+  void matmul(const Tensor& w, const Tensor& x, const Tensor& out) override {
+    ONEBIT_CHECK(w.n_cols == x.n_cols && out.n_rows == x.n_rows && out.n_cols == w.n_rows);
+    std::vector<float> w_row(static_cast<size_t>(w.n_cols));  // [k]
+    for (int64_t m = 0; m < w.n_rows; ++m) {
+      dequantize_row(w.type, row_ptr(w, m), w_row.data(), w.n_cols);
+      for (int64_t n = 0; n < x.n_rows; ++n) {
+        const float* xr = f32_row(x, n);
+        double acc = 0.0;
+        for (int64_t k = 0; k < w.n_cols; ++k) acc += double(w_row[k]) * xr[k];
+        f32_row(out, n)[m] = static_cast<float>(acc);
+      }
+    }
+  }
+
+  void add(const Tensor& a, const Tensor& b, const Tensor& out) override {
+    check_same_shape(a, out);
+    ONEBIT_CHECK(b.n_cols == a.n_cols && (b.n_rows == a.n_rows || b.n_rows == 1));
+    for (int64_t r = 0; r < a.n_rows; ++r) {
+      const float* ar = f32_row(a, r);
+      const float* br = f32_row(b, b.n_rows == 1 ? 0 : r);
+      float* o = f32_row(out, r);
+      for (int64_t c = 0; c < a.n_cols; ++c) o[c] = ar[c] + br[c];
+    }
+  }
+
+  void swiglu(const Tensor& gate, const Tensor& up, const Tensor& out) override {
+    check_same_shape(gate, up);
+    check_same_shape(gate, out);
+    for (int64_t r = 0; r < gate.n_rows; ++r) {
+      const float* g = f32_row(gate, r);
+      const float* u = f32_row(up, r);
+      float* o = f32_row(out, r);
+      for (int64_t c = 0; c < gate.n_cols; ++c) {
+        const double silu = g[c] / (1.0 + std::exp(-double(g[c])));
+        o[c] = static_cast<float>(silu * u[c]);
+      }
+    }
+  }
+
+  void softmax(const Tensor& x, const Tensor& out) override {
+    check_same_shape(x, out);
+    for (int64_t r = 0; r < x.n_rows; ++r) {
+      const float* xr = f32_row(x, r);
+      float* o = f32_row(out, r);
+      softmax_row(xr, o, x.n_cols);
+    }
+  }
+
+  void copy(const Tensor& src, const Tensor& dst) override {
+    check_same_shape(src, dst);
+    for (int64_t r = 0; r < src.n_rows; ++r) {
+      std::memmove(f32_row(dst, r), f32_row(src, r), src.n_cols * sizeof(float));
+    }
+  }
+
+  void rope(const Tensor& x, const Tensor& positions, const RopeParams& p) override;
+  void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                 const AttentionParams& p) override;
+
+ private:
+  static void softmax_row(const float* x, float* out, int64_t n) {
+    double max_v = -INFINITY;
+    for (int64_t c = 0; c < n; ++c) max_v = std::max(max_v, double(x[c]));
+    double sum = 0.0;
+    std::vector<double> e(static_cast<size_t>(n));
+    for (int64_t c = 0; c < n; ++c) sum += e[c] = std::exp(double(x[c]) - max_v);
+    for (int64_t c = 0; c < n; ++c) out[c] = static_cast<float>(e[c] / sum);
+  }
+
+  std::vector<std::unique_ptr<HostBuffer>> buffers_;
+};
+
+// RoPE as llama.cpp's ggml_rope_ext computes it (rope_yarn): theta = pos * base^(-2i/n_rot),
+// scaled by 1/factor and blended with the unscaled angle by YaRN's ramp. Angles in double.
+void ReferenceBackend::rope(const Tensor& x, const Tensor& positions, const RopeParams& p) {
+  ONEBIT_CHECK(x.n_cols == int64_t(p.n_heads) * p.head_dim);
+  ONEBIT_CHECK(p.n_rot > 0 && p.n_rot <= p.head_dim && p.n_rot % 2 == 0);
+  ONEBIT_CHECK(positions.n_rows == 1 && positions.n_cols == x.n_rows);
+  const double freq_scale = p.scaling == RopeScaling::kNone ? 1.0 : 1.0 / p.scaling_factor;
+  double ext_factor = p.scaling == RopeScaling::kYarn ? p.yarn_ext_factor : 0.0;
+  double corr_low = 0, corr_high = 0, mscale = p.yarn_attn_factor;
+  if (ext_factor != 0.0) {
+    corr_low = std::max(0.0, std::floor(yarn_corr_dim(p.n_rot, p.original_context, p.yarn_beta_fast, p.freq_base)));
+    corr_high = std::min(double(p.n_rot - 1),
+                         std::ceil(yarn_corr_dim(p.n_rot, p.original_context, p.yarn_beta_slow, p.freq_base)));
+    mscale *= 1.0 + 0.1 * std::log(1.0 / freq_scale);
+  }
+  if (p.freq_factors.valid()) ONEBIT_CHECK(p.freq_factors.n_cols == p.n_rot / 2);
+  const int32_t* pos = i32_row(positions, 0);
+  const int half = p.n_rot / 2;
+  for (int64_t r = 0; r < x.n_rows; ++r) {
+    float* row = f32_row(x, r);
+    for (int h = 0; h < p.n_heads; ++h) {
+      float* head = row + int64_t(h) * p.head_dim;
+      for (int i = 0; i < half; ++i) {
+        double theta_extrap = pos[r] * std::pow(double(p.freq_base), -2.0 * i / p.n_rot);
+        if (p.freq_factors.valid()) theta_extrap /= f32_row(p.freq_factors, 0)[i];
+        double theta = freq_scale * theta_extrap;
+        if (ext_factor != 0.0) {
+          const double y = (i - corr_low) / std::max(0.001, corr_high - corr_low);
+          const double ramp = (1.0 - std::min(1.0, std::max(0.0, y))) * ext_factor;
+          theta = theta * (1.0 - ramp) + theta_extrap * ramp;
+        }
+        const double c = std::cos(theta) * mscale, s = std::sin(theta) * mscale;
+        const int a = p.ordering == RopeOrdering::kNormal ? 2 * i : i;
+        const int b = p.ordering == RopeOrdering::kNormal ? 2 * i + 1 : i + half;
+        const double x0 = head[a], x1 = head[b];
+        head[a] = static_cast<float>(x0 * c - x1 * s);
+        head[b] = static_cast<float>(x0 * s + x1 * c);
+      }
+    }
+  }
+}
+
+void ReferenceBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                 const Tensor& out, const AttentionParams& p) {
+  ONEBIT_CHECK(p.n_kv_heads > 0 && p.n_heads % p.n_kv_heads == 0);
+  ONEBIT_CHECK(q.n_cols == int64_t(p.n_heads) * p.head_dim);
+  ONEBIT_CHECK(k.n_cols == int64_t(p.n_kv_heads) * p.head_dim && v.n_cols == k.n_cols);
+  ONEBIT_CHECK(k.n_rows == v.n_rows && k.n_rows >= p.first_pos + q.n_rows);
+  check_same_shape(q, out);
+  const int group = p.n_heads / p.n_kv_heads;
+  std::vector<double> scores;  // [n_keys]
+  for (int64_t i = 0; i < q.n_rows; ++i) {
+    const int64_t n_keys = p.first_pos + i + 1;  // causal: keys 0 .. first_pos + i
+    scores.assign(static_cast<size_t>(n_keys), 0.0);
+    for (int h = 0; h < p.n_heads; ++h) {
+      const float* qh = f32_row(q, i) + int64_t(h) * p.head_dim;
+      const int64_t kv_off = int64_t(h / group) * p.head_dim;
+      double max_s = -INFINITY;
+      for (int64_t j = 0; j < n_keys; ++j) {
+        const float* kj = f32_row(k, j) + kv_off;
+        double dot = 0.0;
+        for (int d = 0; d < p.head_dim; ++d) dot += double(qh[d]) * kj[d];
+        scores[j] = dot * p.scale;
+        max_s = std::max(max_s, scores[j]);
+      }
+      double sum = 0.0;
+      for (int64_t j = 0; j < n_keys; ++j) sum += scores[j] = std::exp(scores[j] - max_s);
+      float* oh = f32_row(out, i) + int64_t(h) * p.head_dim;
+      for (int d = 0; d < p.head_dim; ++d) {
+        double acc = 0.0;
+        for (int64_t j = 0; j < n_keys; ++j) acc += scores[j] * f32_row(v, j)[kv_off + d];
+        oh[d] = static_cast<float>(acc / sum);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> make_reference_backend() { return std::make_unique<ReferenceBackend>(); }
+
+}  // namespace onebit

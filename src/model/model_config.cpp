@@ -1,0 +1,151 @@
+// Model hyperparameters from GGUF metadata: the keys llama.cpp's converter writes for
+// llama, qwen2 and qwen3 (llama.cpp src/llama-model.cpp load_hparams is the reference).
+#include "model/model_config.h"
+
+#include <cmath>
+
+namespace onebit {
+namespace {
+
+Error config_error(const std::string& msg) { return make_error("config: " + msg); }
+
+// A required positive integer key `<arch>.<suffix>` within [1, max].
+Result<int32_t> get_dim(const GgufFile& f, const std::string& key, int64_t max) {
+  if (!f.find(key)) {
+    return config_error("missing key " + key + "; the file is not a complete " +
+                        "model (re-convert it with '1bit convert')");
+  }
+  auto v = f.get_int(key);
+  if (!v.ok()) return config_error(v.message());
+  if (*v < 1 || *v > max) {
+    return config_error(key + " is " + std::to_string(*v) + "; allowed 1.." + std::to_string(max));
+  }
+  return static_cast<int32_t>(*v);
+}
+
+// An optional integer key; `fallback` when absent.
+Result<int32_t> get_dim_or(const GgufFile& f, const std::string& key, int64_t max, int32_t fallback) {
+  if (!f.find(key)) return fallback;
+  return get_dim(f, key, max);
+}
+
+Result<float> get_float_or(const GgufFile& f, const std::string& key, float fallback) {
+  if (!f.find(key)) return fallback;
+  auto v = f.get_float(key);
+  if (!v.ok()) return config_error(v.message());
+  if (!std::isfinite(*v)) return config_error(key + " is not a finite number");
+  return static_cast<float>(*v);
+}
+
+Status read_rope(const GgufFile& f, const std::string& arch, ModelConfig& c) {
+  const std::string p = arch + ".rope.";
+  c.rope.ordering = c.arch == Architecture::kLlama ? RopeOrdering::kNormal : RopeOrdering::kNeox;
+  ONEBIT_ASSIGN_OR_RETURN(c.rope.n_rot, get_dim_or(f, p + "dimension_count", 1 << 16, c.head_dim));
+  if (c.rope.n_rot > c.head_dim || c.rope.n_rot % 2 != 0) {
+    return config_error(p + "dimension_count is " + std::to_string(c.rope.n_rot) +
+                        "; it must be even and at most the head dimension " +
+                        std::to_string(c.head_dim));
+  }
+  ONEBIT_ASSIGN_OR_RETURN(c.rope.freq_base, get_float_or(f, p + "freq_base", 10000.0f));
+  if (c.rope.freq_base <= 1.0f) {
+    return config_error(p + "freq_base is " + std::to_string(c.rope.freq_base) + "; it must be > 1");
+  }
+  std::string type = "none";
+  if (f.find(p + "scaling.type")) {
+    auto t = f.get_string(p + "scaling.type");
+    if (!t.ok()) return config_error(t.message());
+    type = *t;
+  }
+  float factor = 1.0f;
+  ONEBIT_ASSIGN_OR_RETURN(factor, get_float_or(f, p + "scaling.factor", 1.0f));
+  if (f.find(p + "scale_linear") && type == "none") {  // older llama.cpp files
+    type = "linear";
+    ONEBIT_ASSIGN_OR_RETURN(factor, get_float_or(f, p + "scale_linear", 1.0f));
+  }
+  if (type == "none" || factor == 1.0f) {
+    c.rope.scaling = RopeScaling::kNone;
+    return ok_status();
+  }
+  if (factor <= 0.0f) return config_error(p + "scaling.factor must be > 0, got " + std::to_string(factor));
+  c.rope.scaling_factor = factor;
+  if (type == "linear") {
+    c.rope.scaling = RopeScaling::kLinear;
+  } else if (type == "yarn") {
+    c.rope.scaling = RopeScaling::kYarn;
+    ONEBIT_ASSIGN_OR_RETURN(c.rope.original_context,
+                            get_dim_or(f, p + "scaling.original_context_length", 1 << 24, c.context_length));
+    ONEBIT_ASSIGN_OR_RETURN(c.rope.yarn_ext_factor, get_float_or(f, p + "scaling.yarn_ext_factor", 1.0f));
+    ONEBIT_ASSIGN_OR_RETURN(c.rope.yarn_attn_factor, get_float_or(f, p + "scaling.yarn_attn_factor", 1.0f));
+    ONEBIT_ASSIGN_OR_RETURN(c.rope.yarn_beta_fast, get_float_or(f, p + "scaling.yarn_beta_fast", 32.0f));
+    ONEBIT_ASSIGN_OR_RETURN(c.rope.yarn_beta_slow, get_float_or(f, p + "scaling.yarn_beta_slow", 1.0f));
+  } else {
+    return config_error(p + "scaling.type is '" + type + "'; supported: none, linear, yarn");
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+std::string_view architecture_name(Architecture a) {
+  switch (a) {
+    case Architecture::kLlama: return "llama";
+    case Architecture::kQwen2: return "qwen2";
+    case Architecture::kQwen3: return "qwen3";
+  }
+  return "?";
+}
+
+Result<ModelConfig> model_config_from_gguf(const GgufFile& f) {
+  ModelConfig c;
+  auto arch = f.get_string("general.architecture");
+  if (!arch.ok()) return config_error(arch.message());
+  c.arch_name = *arch;
+  if (c.arch_name == "llama") c.arch = Architecture::kLlama;
+  else if (c.arch_name == "qwen2") c.arch = Architecture::kQwen2;
+  else if (c.arch_name == "qwen3") c.arch = Architecture::kQwen3;
+  else return config_error("general.architecture '" + c.arch_name + "' is not supported; supported: llama, qwen2, qwen3");
+  c.has_qkv_bias = c.arch == Architecture::kQwen2;
+  c.has_qk_norm = c.arch == Architecture::kQwen3;
+
+  const std::string a = c.arch_name + ".";
+  constexpr int64_t kMaxDim = 1 << 20;
+  ONEBIT_ASSIGN_OR_RETURN(c.hidden_size, get_dim(f, a + "embedding_length", kMaxDim));
+  ONEBIT_ASSIGN_OR_RETURN(c.n_layers, get_dim(f, a + "block_count", 4096));
+  ONEBIT_ASSIGN_OR_RETURN(c.n_heads, get_dim(f, a + "attention.head_count", 4096));
+  ONEBIT_ASSIGN_OR_RETURN(c.n_kv_heads, get_dim_or(f, a + "attention.head_count_kv", 4096, c.n_heads));
+  if (c.n_heads % c.n_kv_heads != 0) {
+    return config_error(a + "attention.head_count_kv is " + std::to_string(c.n_kv_heads) +
+                        "; it must divide attention.head_count (" + std::to_string(c.n_heads) + ")");
+  }
+  if (!f.find(a + "attention.key_length") && c.hidden_size % c.n_heads != 0) {
+    return config_error(a + "embedding_length " + std::to_string(c.hidden_size) +
+                        " is not a multiple of attention.head_count " + std::to_string(c.n_heads) +
+                        " and attention.key_length is absent");
+  }
+  ONEBIT_ASSIGN_OR_RETURN(c.head_dim, get_dim_or(f, a + "attention.key_length", 1 << 14, c.hidden_size / c.n_heads));
+  int32_t value_length = 0;
+  ONEBIT_ASSIGN_OR_RETURN(value_length, get_dim_or(f, a + "attention.value_length", 1 << 14, c.head_dim));
+  if (value_length != c.head_dim) {
+    return config_error(a + "attention.value_length " + std::to_string(value_length) +
+                        " differs from key_length " + std::to_string(c.head_dim) + "; not supported");
+  }
+  ONEBIT_ASSIGN_OR_RETURN(c.intermediate_size, get_dim(f, a + "feed_forward_length", kMaxDim));
+  ONEBIT_ASSIGN_OR_RETURN(c.context_length, get_dim_or(f, a + "context_length", 1 << 24, 2048));
+  ONEBIT_ASSIGN_OR_RETURN(c.rms_norm_eps, get_float_or(f, a + "attention.layer_norm_rms_epsilon", 1e-5f));
+  if (!(c.rms_norm_eps > 0.0f && c.rms_norm_eps < 1.0f)) {
+    return config_error(a + "attention.layer_norm_rms_epsilon is " + std::to_string(c.rms_norm_eps) +
+                        "; allowed (0, 1)");
+  }
+  ONEBIT_TRY(read_rope(f, c.arch_name, c));
+
+  const GgufTensorInfo* embd = f.find_tensor("token_embd.weight");
+  if (!embd) return config_error("missing tensor token_embd.weight");
+  if (embd->ne[1] < 1 || embd->ne[1] > (1 << 24)) {
+    return config_error("token_embd.weight has " + std::to_string(embd->ne[1]) + " rows; allowed 1..16777216");
+  }
+  c.vocab_size = static_cast<int32_t>(embd->ne[1]);
+  c.tied_output = f.find_tensor("output.weight") == nullptr;
+  return c;
+}
+
+}  // namespace onebit

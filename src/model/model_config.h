@@ -1,0 +1,41 @@
+// Hyperparameters of a transformer from GGUF metadata (llama, qwen2, qwen3 key sets), validated.
+// Names follow the Hugging Face config (hidden_size, head_dim, rope_theta). No tensors here.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "backend/backend.h"
+#include "base/status.h"
+#include "gguf/gguf_reader.h"
+
+namespace onebit {
+
+enum class Architecture { kLlama, kQwen2, kQwen3 };
+
+// "llama", "qwen2", "qwen3".
+std::string_view architecture_name(Architecture a);
+
+struct ModelConfig {
+  Architecture arch = Architecture::kLlama;
+  std::string arch_name;           // general.architecture as stored
+  int32_t vocab_size = 0;          // rows of token_embd.weight
+  int32_t hidden_size = 0;         // <arch>.embedding_length
+  int32_t n_layers = 0;            // <arch>.block_count
+  int32_t n_heads = 0;             // <arch>.attention.head_count
+  int32_t n_kv_heads = 0;          // <arch>.attention.head_count_kv (default n_heads)
+  int32_t head_dim = 0;            // <arch>.attention.key_length (default hidden_size / n_heads)
+  int32_t intermediate_size = 0;   // <arch>.feed_forward_length
+  int32_t context_length = 0;      // <arch>.context_length (training context)
+  float rms_norm_eps = 1e-5f;      // <arch>.attention.layer_norm_rms_epsilon
+  bool has_qkv_bias = false;       // qwen2
+  bool has_qk_norm = false;        // qwen3
+  bool tied_output = false;        // no output.weight: the logits use token_embd.weight
+  RopeParams rope;                 // n_heads/head_dim left for the caller to fill per tensor
+};
+
+// Reads and validates the config. `vocab_size` and `tied_output` are filled from the tensor
+// directory. Errors start with "config: " and name the key, the value and the allowed range.
+Result<ModelConfig> model_config_from_gguf(const GgufFile& file);
+
+}  // namespace onebit

@@ -1,0 +1,141 @@
+// stories260K (llama2.c tinyllamas, llama architecture, F32) through the reference backend:
+// greedy decoding from "Once upon a time" must print exactly the golden text that llama.cpp and
+// llama2.c print (../shared/testdata/README.md). Token ids and text come from the GGUF's own
+// vocabulary, so this test does not need the tokenizer.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "engine/generate.h"
+#include "gguf/gguf_reader.h"
+#include "model/model.h"
+#include "testdata.h"
+
+namespace onebit {
+namespace {
+
+constexpr const char* kModel = "models/stories260K.gguf";
+
+// The first fenced block after "Golden:" in the test data README: prompt + 120 greedy tokens.
+std::string golden_text() {
+  std::ifstream in(testing::testdata_path("README.md"));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string readme = ss.str();
+  size_t at = readme.find("Golden:");
+  at = readme.find("```\n", at);
+  if (at == std::string::npos) return "";
+  at += 4;
+  const size_t end = readme.find("\n  ```", at);
+  // The block is indented by two spaces in the README's list item.
+  std::string text;
+  std::istringstream lines(readme.substr(at, end - at));
+  for (std::string line; std::getline(lines, line);) {
+    if (!text.empty()) text += "\n";
+    text += line.substr(line.rfind("  ", 0) == 0 ? 2 : 0);
+  }
+  return text;
+}
+
+// SentencePiece pieces as llama.cpp prints them: U+2581 -> space, <0xNN> -> the byte.
+std::string piece(const GgufFile& f, TokenId id) {
+  auto tokens = f.get_string_array("tokenizer.ggml.tokens");
+  std::string t(tokens.value().at(id));
+  if (t.size() == 6 && t.rfind("<0x", 0) == 0 && t.back() == '>') {
+    return std::string(1, static_cast<char>(std::stoi(t.substr(3, 2), nullptr, 16)));
+  }
+  std::string out;
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (t.compare(i, 3, "\xE2\x96\x81") == 0) {
+      out += ' ';
+      i += 2;
+    } else {
+      out += t[i];
+    }
+  }
+  return out;
+}
+
+TEST(Stories260K, GreedyMatchesGoldenText) {
+  ONEBIT_REQUIRE_TESTDATA(kModel);
+  auto file = GgufFile::open(testing::testdata_path(kModel));
+  ASSERT_TRUE(file.ok()) << file.message();
+  auto backend = make_reference_backend();
+  auto model = Model::load(*file, *backend);
+  ASSERT_TRUE(model.ok()) << model.message();
+  // <s> ▁Once ▁upon ▁a ▁time: SentencePiece's merges of "▁Once▁upon▁a▁time" in this 512-token
+  // vocabulary (each word is one piece); the ids are checked against the vocabulary below.
+  const std::vector<TokenId> prompt = {1, 403, 407, 261, 378};
+  std::string text;
+  for (size_t i = 1; i < prompt.size(); ++i) text += piece(*file, prompt[i]);
+  ASSERT_EQ(text, " Once upon a time");
+  text.erase(0, 1);  // SentencePiece drops the leading space of the first piece after BOS
+  GenerateOptions options;
+  options.n_predict = 120;
+  options.sampler.temperature = 0.0f;
+  std::vector<TokenId> generated;
+  auto stats = generate(**model, prompt, options, [&](TokenId t) {
+    generated.push_back(t);
+    return true;
+  });
+  ASSERT_TRUE(stats.ok()) << stats.message();
+  ASSERT_EQ(generated.size(), 120u);
+  for (TokenId t : generated) text += piece(*file, t);
+  const std::string golden = golden_text();
+  ASSERT_TRUE(golden.rfind("Once upon a time, there was", 0) == 0 && golden.ends_with("but I can'"))
+      << "the golden block in the test data README was not found:\n" << golden;
+  EXPECT_EQ(text, golden);
+}
+
+TEST(Stories260K, BatchedPrefillEqualsTokenByToken) {
+  ONEBIT_REQUIRE_TESTDATA(kModel);
+  auto file = GgufFile::open(testing::testdata_path(kModel));
+  ASSERT_TRUE(file.ok()) << file.message();
+  auto backend = make_reference_backend();
+  auto model = Model::load(*file, *backend);
+  ASSERT_TRUE(model.ok()) << model.message();
+  Model& m = **model;
+  const std::vector<TokenId> prompt = {1, 403, 407, 261, 378, 11, 300};
+  const size_t vocab = m.config().vocab_size;
+  // All positions at once, and two sequences in one batch.
+  auto kv_a = m.new_kv_cache(16);
+  auto kv_b = m.new_kv_cache(16);
+  ASSERT_TRUE(kv_a.ok() && kv_b.ok());
+  std::vector<float> all;
+  Batch batch{{BatchSequence{&*kv_a, prompt, true}, BatchSequence{&*kv_b, std::span(prompt).first(3), true}}};
+  ASSERT_TRUE(m.forward(batch, all).ok());
+  ASSERT_EQ(all.size(), (prompt.size() + 3) * vocab);
+  // One token at a time.
+  auto kv_c = m.new_kv_cache(16);
+  ASSERT_TRUE(kv_c.ok());
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    std::vector<float> one;
+    Batch step{{BatchSequence{&*kv_c, std::span(prompt).subspan(i, 1), false}}};
+    ASSERT_TRUE(m.forward(step, one).ok());
+    for (size_t j = 0; j < vocab; ++j) ASSERT_NEAR(one[j], all[i * vocab + j], 1e-4) << i << " " << j;
+    if (i < 3) {
+      for (size_t j = 0; j < vocab; ++j) ASSERT_NEAR(one[j], all[(prompt.size() + i) * vocab + j], 1e-4);
+    }
+  }
+  EXPECT_EQ(kv_c->n_past, 7);
+  // A token id outside the vocabulary and an overflowing cache are errors, not aborts.
+  const std::vector<TokenId> bad = {static_cast<TokenId>(vocab)};
+  std::vector<float> out;
+  auto r = m.forward(Batch{{BatchSequence{&*kv_c, bad, false}}}, out);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("outside the vocabulary"), std::string::npos) << r.message();
+  const std::vector<TokenId> many(10, 5);
+  r = m.forward(Batch{{BatchSequence{&*kv_c, many, false}}}, out);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("context"), std::string::npos) << r.message();
+  m.free_kv_cache(*kv_a);
+  m.free_kv_cache(*kv_b);
+  m.free_kv_cache(*kv_c);
+}
+
+}  // namespace
+}  // namespace onebit
