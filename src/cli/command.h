@@ -33,5 +33,6 @@ int failure(const std::string& cmd, const std::string& message);
 Command version_command();
 Command info_command();
 Command serve_command();
+Command run_command();
 
 }  // namespace onebit::cli

@@ -12,6 +12,7 @@ namespace onebit::cli {
 const std::vector<Command>& commands() {
   static const std::vector<Command> kCommands = {
       serve_command(),
+      run_command(),
       info_command(),
       version_command(),
   };

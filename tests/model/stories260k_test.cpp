@@ -4,6 +4,7 @@
 // vocabulary, so this test does not need the tokenizer.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -135,6 +136,20 @@ TEST(Stories260K, BatchedPrefillEqualsTokenByToken) {
   m.free_kv_cache(*kv_a);
   m.free_kv_cache(*kv_b);
   m.free_kv_cache(*kv_c);
+}
+
+// Done-when (1) of issue 4, black-box: the `1bit run` command prints exactly the golden text.
+TEST(Stories260K, RunCommandPrintsGoldenText) {
+  ONEBIT_REQUIRE_TESTDATA(kModel);
+  const std::string cmd = testing::binary_path() + " run -m " + testing::testdata_path(kModel) +
+                          " -p \"Once upon a time\" -n 120 --temp 0 2>/dev/null";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string out;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, pipe)) > 0;) out.append(buf, n);
+  ASSERT_EQ(pclose(pipe), 0) << cmd;
+  EXPECT_EQ(out, golden_text() + "\n");
 }
 
 }  // namespace

@@ -1,0 +1,138 @@
+// `1bit run -m FILE -p PROMPT`: one completion with the native engine, streamed to stdout as the
+// tokens come (whole UTF-8 characters only). Timings go to stderr.
+#include <cstdio>
+#include <random>
+#include <string>
+
+#include "backend/backend.h"
+#include "cli/command.h"
+#include "engine/generate.h"
+#include "gguf/gguf_reader.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace onebit::cli {
+namespace {
+
+constexpr const char* kCmd = "run";
+
+// Length of the longest prefix of `s` that does not end inside a UTF-8 sequence. A byte that can
+// never be completed (a stray continuation byte) is let through rather than held forever.
+size_t complete_utf8_prefix(const std::string& s) {
+  size_t i = s.size();
+  size_t back = 0;
+  while (i > 0 && back < 4) {
+    const auto c = static_cast<unsigned char>(s[i - 1]);
+    ++back;
+    if ((c & 0xC0) != 0x80) {  // a lead or ASCII byte: how long should its sequence be?
+      const size_t need = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 1;
+      return back >= need ? s.size() : i - 1;
+    }
+    --i;
+  }
+  return s.size();
+}
+
+Result<SamplerParams> sampler_params(const ParsedArgs& args) {
+  SamplerParams p;
+  ONEBIT_ASSIGN_OR_RETURN(double temp, args.get_float("temp", 0.8, 0.0, 100.0));
+  ONEBIT_ASSIGN_OR_RETURN(int64_t top_k, args.get_int("top-k", 40, 0, 1 << 24));
+  ONEBIT_ASSIGN_OR_RETURN(double top_p, args.get_float("top-p", 0.95, 1e-9, 1.0));
+  ONEBIT_ASSIGN_OR_RETURN(double min_p, args.get_float("min-p", 0.05, 0.0, 1.0));
+  p.temperature = static_cast<float>(temp);
+  p.top_k = static_cast<int32_t>(top_k);
+  p.top_p = static_cast<float>(top_p);
+  p.min_p = static_cast<float>(min_p);
+  if (args.has("seed")) {
+    ONEBIT_ASSIGN_OR_RETURN(int64_t seed, args.get_int("seed", 0, 0, INT64_MAX));
+    p.seed = static_cast<uint64_t>(seed);
+  } else {
+    p.seed = std::random_device{}();
+  }
+  return p;
+}
+
+int run(const ParsedArgs& args) {
+  if (!args.positionals().empty()) return usage_error(kCmd, "unexpected argument '" + args.positionals()[0] + "'");
+  const std::string path = args.get("model");
+  if (path.empty()) return usage_error(kCmd, "give a model with -m FILE.gguf");
+  if (!args.has("prompt")) {
+    return usage_error(kCmd, "interactive chat needs the chat template support that is not built yet; "
+                             "give a prompt with -p PROMPT");
+  }
+  auto n_predict = args.get_int("n-predict", 128, 0, 1 << 24);
+  if (!n_predict.ok()) return usage_error(kCmd, n_predict.message());
+  auto n_ctx = args.get_int("ctx-size", 0, 0, 1 << 24);
+  if (!n_ctx.ok()) return usage_error(kCmd, n_ctx.message());
+  auto threads = args.get_int("threads", 1, 1, 1024);
+  if (!threads.ok()) return usage_error(kCmd, threads.message());
+  auto sampling = sampler_params(args);
+  if (!sampling.ok()) return usage_error(kCmd, sampling.message());
+
+  auto file = GgufFile::open(path);
+  if (!file.ok()) return failure(kCmd, file.message());
+  auto tokenizer = Tokenizer::from_gguf(*file);
+  if (!tokenizer.ok()) return failure(kCmd, path + ": vocabulary: " + tokenizer.message());
+  // TODO(engine): the optimized CPU backend takes --threads; the reference backend is scalar. #4
+  auto backend = make_reference_backend();
+  auto model = Model::load(*file, *backend);
+  if (!model.ok()) return failure(kCmd, path + ": " + model.message());
+
+  const std::string prompt = args.get("prompt");
+  EncodeOptions enc;
+  enc.add_bos = tokenizer->adds_bos();
+  const std::vector<TokenId> ids = tokenizer->encode(prompt, enc);
+  if (ids.empty()) return usage_error(kCmd, "the prompt is empty and the vocabulary has no BOS token; give a prompt");
+
+  GenerateOptions options;
+  options.n_predict = static_cast<int32_t>(*n_predict);
+  options.n_ctx = static_cast<int32_t>(*n_ctx);
+  options.sampler = *sampling;
+  options.is_end = [&](TokenId t) { return tokenizer->is_end_of_generation(t); };
+  std::fputs(prompt.c_str(), stdout);
+  std::fflush(stdout);
+  std::string pending;  // bytes of an incomplete UTF-8 character
+  auto stats = generate(**model, ids, options, [&](TokenId t) {
+    if (tokenizer->is_end_of_generation(t)) return false;
+    pending += tokenizer->token_to_piece(t);
+    const size_t n = complete_utf8_prefix(pending);
+    std::fwrite(pending.data(), 1, n, stdout);
+    std::fflush(stdout);
+    pending.erase(0, n);
+    return true;
+  });
+  std::fwrite(pending.data(), 1, pending.size(), stdout);
+  std::fputs("\n", stdout);
+  std::fflush(stdout);
+  if (!stats.ok()) return failure(kCmd, stats.message());
+  std::fprintf(stderr, "1bit run: prompt %d tokens in %.1f ms (%.1f tok/s), generated %d tokens in %.1f ms (%.1f tok/s), backend %s\n",
+               stats->n_prompt_tokens, stats->prompt_ms,
+               stats->prompt_ms > 0 ? 1000.0 * stats->n_prompt_tokens / stats->prompt_ms : 0.0,
+               stats->n_generated_tokens, stats->decode_ms,
+               stats->decode_ms > 0 ? 1000.0 * std::max(0, stats->n_generated_tokens - 1) / stats->decode_ms : 0.0,
+               std::string(backend->name()).c_str());
+  return kExitOk;
+}
+
+}  // namespace
+
+Command run_command() {
+  return {kCmd,
+          "generate a completion with the native engine",
+          "1bit run -m FILE.gguf -p PROMPT [-n N] [--temp T] [--seed S] [--top-k K] [--top-p P] [--min-p P]",
+          {
+              {"model", 'm', "FILE", "the GGUF model"},
+              {"prompt", 'p', "TEXT", "the prompt (printed, then the completion)"},
+              {"n-predict", 'n', "N", "tokens to generate at most (default 128)"},
+              {"ctx-size", 'c', "N", "context positions (default prompt + N)"},
+              {"temp", 0, "T", "temperature; 0 = greedy (default 0.8)"},
+              {"seed", 0, "S", "random seed (default: random); same seed, same output"},
+              {"top-k", 0, "K", "keep the K most likely tokens; 0 = off (default 40)"},
+              {"top-p", 0, "P", "nucleus sampling threshold; 1 = off (default 0.95)"},
+              {"min-p", 0, "P", "drop tokens below P x the top probability; 0 = off (default 0.05)"},
+              {"threads", 't', "N", "CPU threads (default 1; the reference backend uses one)"},
+          },
+          run};
+}
+
+}  // namespace onebit::cli
