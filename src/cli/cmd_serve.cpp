@@ -4,6 +4,7 @@
 #include "cli/command.h"
 #include "gguf/gguf_reader.h"
 #include "serve/plan.h"
+#include "serve/supervisor.h"
 
 namespace onebit::cli {
 namespace {
@@ -37,7 +38,8 @@ int run_serve(const ParsedArgs& args) {
     std::printf("%s\n", plan->to_json().dump(2).c_str());
     return kExitOk;
   }
-  return failure("serve", "serving is not built yet in this version; --dry-run prints the plan");
+  if (plan->backends[0].child) return run_child_plan(*plan, *options);
+  return failure("serve", "the native engine's server is not built yet in this version; use --llama-server PATH, or --dry-run to print the plan");
 }
 
 }  // namespace

@@ -1,0 +1,58 @@
+// The llama-server child as a FrontBackend: requests forwarded over loopback HTTP, streams relayed
+// chunk by chunk as they arrive, `model` rewritten to the served alias in replies and in each chunk.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "serve/backend.h"
+
+namespace onebit {
+
+// Rewrites `model` in every `data: {...}` event of a server-sent-event stream fed in pieces.
+class SseModelRewriter {
+ public:
+  explicit SseModelRewriter(std::string alias) : alias_(std::move(alias)) {}
+  // Appends bytes; returns the complete events among them, rewritten. Partial events wait.
+  std::string feed(const std::string& bytes);
+  // Whatever is left (an unterminated last event), rewritten.
+  std::string finish();
+
+ private:
+  std::string rewrite_event(const std::string& event) const;
+  std::string alias_;
+  std::string pending_;
+};
+
+// Rewrites the top-level `model` of a JSON object body to `alias`; other bodies are unchanged.
+std::string rewrite_model_in_json(const std::string& body, const std::string& alias);
+
+class ChildBackend : public FrontBackend {
+ public:
+  ChildBackend(std::string label, std::string route, int port)
+      : label_(std::move(label)), route_(std::move(route)), port_(port) {}
+
+  std::string label() const override { return label_; }
+  std::string route() const override { return route_; }
+  bool ready() const override { return ready_.load(); }
+  void set_ready(bool r) { ready_.store(r); }
+  int port() const { return port_; }
+
+  void post(const httplib::Request& req, httplib::Response& res, std::shared_ptr<void> hold,
+            const std::string& alias) override;
+  void relay(const httplib::Request& req, httplib::Response& res) override;
+
+ private:
+  void post_streamed(const httplib::Request& req, httplib::Response& res, std::shared_ptr<void> hold,
+                     const std::string& alias);
+  std::string label_;
+  std::string route_;
+  int port_;
+  std::atomic<bool> ready_{false};
+};
+
+// Polls http://127.0.0.1:port/health once: true only for status 200.
+bool child_health_ok(int port);
+
+}  // namespace onebit

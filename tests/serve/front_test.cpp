@@ -1,0 +1,307 @@
+// Black-box tests of `1bit serve` on child routes, against the recording fake llama-server
+// (tests/serve/fake_llama_server.py): argv/env as planned, proxying, streams, adaptive overflow,
+// child death, and no orphans after the front is SIGKILLed.
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "gguf/gguf_writer.h"
+#include "run_command.h"
+#include "serve/child_process.h"
+#include "testdata.h"
+
+namespace onebit {
+namespace {
+
+namespace fs = std::filesystem;
+using ::onebit::testing::binary_path;
+using ::onebit::testing::source_path;
+using json = nlohmann::json;
+
+class FrontTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("onebit_front_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+    record_ = (dir_ / "record.jsonl").string();
+    fake_ = source_path("tests/serve/fake_llama_server.py");
+  }
+  void TearDown() override {
+    if (front_) front_->stop(std::chrono::seconds(10));
+    fs::remove_all(dir_);
+  }
+
+  // A GGUF with only header metadata: planning never reads tensors.
+  std::string write_model(const std::string& arch, uint64_t experts = 0, uint32_t hadamard = 0) {
+    GgufWriter w;
+    w.set_string("general.architecture", arch);
+    if (experts > 0) w.set_uint32(arch + ".expert_count", static_cast<uint32_t>(experts));
+    if (hadamard > 0) w.set_uint32("onebit.hadamard_q4_0", hadamard);
+    std::string path = (dir_ / (arch + ".gguf")).string();
+    EXPECT_TRUE(w.write_file(path).ok());
+    return path;
+  }
+
+  // Starts the front with `args` and waits until /health says 200.
+  void start_front(std::vector<std::string> args, std::vector<std::pair<std::string, std::string>> env = {},
+                   bool wait_ready = true) {
+    port_ = *find_free_loopback_port();
+    args.insert(args.end(), {"--port", std::to_string(port_)});
+    env.emplace_back("RECORD", record_);
+    std::vector<std::string> argv = {"serve"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    auto real = ChildProcess::start({binary_path(), argv, env, "[front] "});
+    ASSERT_TRUE(real.ok()) << real.message();
+    front_ = std::move(*real);
+    if (wait_ready) ASSERT_TRUE(wait_health(200, std::chrono::seconds(20)));
+  }
+
+  bool wait_health(int want, std::chrono::seconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      auto r = client().Get("/health");
+      if (r && r->status == want) return true;
+      if (front_->poll_exit()) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  }
+
+  httplib::Client client() {
+    httplib::Client c("127.0.0.1", port_);
+    c.set_read_timeout(30, 0);
+    return c;
+  }
+
+  std::vector<json> records() {
+    std::vector<json> out;
+    std::ifstream f(record_);
+    for (std::string line; std::getline(f, line);) out.push_back(json::parse(line));
+    return out;
+  }
+
+  // Waits for the front to exit; its status, or -1 after `timeout`.
+  int wait_exit(std::chrono::seconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (auto s = front_->poll_exit()) return *s;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return -1;
+  }
+
+  fs::path dir_;
+  std::string record_, fake_;
+  int port_ = 0;
+  std::unique_ptr<ChildProcess> front_;
+};
+
+bool process_alive(int pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  if (!std::getline(f, stat)) return false;
+  auto close = stat.rfind(')');
+  return close != std::string::npos && stat.size() > close + 2 && stat[close + 2] != 'Z';
+}
+
+TEST_F(FrontTest, ChildGetsThePlannedArgvAndEnvironment) {
+  const std::string model = write_model("qwen3moe", 128, 32);
+  const std::vector<std::string> opts = {"-m", model, "--device", "vulkan", "--llama-server", fake_, "-c", "4096",
+                                         "-np", "2", "--mtp", "head.gguf", "--alias", "q"};
+  start_front(opts, {{"ONEBIT_TEST_MARKER", "kept"}});
+  auto rec = records();
+  ASSERT_EQ(rec.size(), 1u);
+  std::vector<std::string> argv = rec[0]["argv"];
+  // The dry run prints the same argv, with the port left as a placeholder.
+  std::string cmd = binary_path() + " serve --dry-run";
+  for (const auto& o : opts) cmd += " '" + o + "'";
+  auto dry = onebit::testing::run_command(cmd);
+  ASSERT_EQ(dry.exit_code, 0) << dry.err;
+  std::vector<std::string> planned = json::parse(dry.out)["backends"][0]["argv"];
+  ASSERT_EQ(argv.size(), planned.size());
+  for (size_t i = 0; i < argv.size(); ++i) {
+    if (planned[i] == "{port}") EXPECT_EQ(argv[i - 1], "--port");
+    else EXPECT_EQ(argv[i], planned[i]) << i;
+  }
+  EXPECT_EQ(argv.back(), "1024");  // rotated MoE: -ub 1024
+  EXPECT_EQ(rec[0]["env"]["GGML_W4A4_TENSORS"], "all");
+  EXPECT_EQ(rec[0]["env"]["ONEBIT_TEST_MARKER"], "kept");
+}
+
+TEST_F(FrontTest, UserEnvironmentIsNeverOverridden) {
+  start_front({"-m", write_model("llama", 0, 32), "--device", "rocm", "--llama-server", fake_},
+              {{"GGML_W4A4_TENSORS", "attn"}});
+  EXPECT_EQ(records()[0]["env"]["GGML_W4A4_TENSORS"], "attn");
+}
+
+TEST_F(FrontTest, HealthIs503UntilTheChildIsReady) {
+  start_front({"-m", write_model("llama"), "--device", "vulkan", "--llama-server", fake_},
+              {{"FAKE_READY_DELAY_S", "1.5"}}, /*wait_ready=*/false);
+  ASSERT_TRUE(wait_health(503, std::chrono::seconds(10)));
+  auto post = client().Post("/v1/chat/completions", R"({"messages":[]})", "application/json");
+  ASSERT_TRUE(post);
+  EXPECT_EQ(post->status, 503);
+  EXPECT_TRUE(wait_health(200, std::chrono::seconds(20)));
+}
+
+TEST_F(FrontTest, NonStreamedReplyHasTheAlias) {
+  start_front({"-m", write_model("llama"), "--device", "vulkan", "--llama-server", fake_, "--alias", "mine"});
+  auto r = client().Post("/v1/chat/completions", R"({"messages":[{"role":"user","content":"hi"}]})", "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  auto j = json::parse(r->body);
+  EXPECT_EQ(j["model"], "mine");
+  EXPECT_EQ(j["choices"][0]["message"]["content"], "hello from Vulkan0");
+  auto models = json::parse(client().Get("/v1/models")->body);
+  EXPECT_EQ(models["data"][0]["id"], "mine");
+  EXPECT_EQ(models["data"][0]["device"], "vulkan");
+  // An upstream error is relayed with its status and body.
+  auto bad = client().Post("/v1/completions", R"({"max_tokens":-7})", "application/json");
+  EXPECT_EQ(bad->status, 400);
+  EXPECT_EQ(json::parse(bad->body)["error"]["message"], "max_tokens");
+  // Auxiliary routes go to the primary.
+  EXPECT_EQ(json::parse(client().Get("/props")->body)["backend"], "Vulkan0");
+  EXPECT_EQ(json::parse(client().Post("/tokenize", "{}", "application/json")->body)["tokens"].size(), 3u);
+}
+
+TEST_F(FrontTest, StreamIsRelayedInOrderWithTheAlias) {
+  start_front({"-m", write_model("llama"), "--device", "vulkan", "--llama-server", fake_, "--alias", "mine"},
+              {{"FAKE_DELAY_MS", "500"}});
+  std::vector<std::pair<std::chrono::steady_clock::time_point, std::string>> pieces;
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/chat/completions";
+  req.body = R"({"stream":true,"messages":[{"role":"user","content":"hi"}]})";
+  req.set_header("Content-Type", "application/json");
+  req.content_receiver = [&](const char* d, size_t n, uint64_t, uint64_t) {
+    pieces.emplace_back(std::chrono::steady_clock::now(), std::string(d, n));
+    return true;
+  };
+  auto r = client().send(req);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  std::string all;
+  for (auto& p : pieces) all += p.second;
+  // Chunks arrived as the child produced them, not all at once at the end.
+  ASSERT_GE(pieces.size(), 3u);
+  EXPECT_GT(pieces.back().first - pieces.front().first, std::chrono::milliseconds(250));
+  std::vector<json> events;
+  size_t pos = 0, next;
+  while ((next = all.find("\n\n", pos)) != std::string::npos) {
+    std::string ev = all.substr(pos, next - pos);
+    pos = next + 2;
+    ASSERT_EQ(ev.rfind("data: ", 0), 0u) << ev;
+    if (ev == "data: [DONE]") continue;
+    events.push_back(json::parse(ev.substr(6)));
+  }
+  EXPECT_EQ(all.substr(all.size() - 14), "data: [DONE]\n\n");
+  ASSERT_EQ(events.size(), 6u);
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(events[i]["choices"][0]["delta"]["content"], "tok" + std::to_string(i) + " ");
+    EXPECT_EQ(events[i]["model"], "mine");
+  }
+  EXPECT_EQ(events[5]["choices"][0]["finish_reason"], "stop");
+}
+
+TEST_F(FrontTest, AdaptiveSendsEightToPrimaryAndFourToOverflow) {
+  start_front({"-m", write_model("llama"), "--device", "vulkan", "--adaptive", "--adaptive-at", "8"},
+              {{"ONEBIT_LLAMA_SERVER", fake_}, {"ONEBIT_LEAN_SERVER", fake_}, {"FAKE_DELAY_MS", "2000"}});
+  ASSERT_EQ(records().size(), 2u);
+  std::vector<std::future<std::string>> replies;
+  for (int i = 0; i < 12; ++i) {
+    replies.push_back(std::async(std::launch::async, [&, i] {
+      auto c = client();
+      bool stream = i % 2 == 0;
+      auto r = c.Post("/v1/chat/completions", stream ? R"({"stream":true})" : R"({})", "application/json");
+      if (!r || r->status != 200) return std::string("error");
+      if (!stream) return json::parse(r->body)["backend"].get<std::string>();
+      if (r->body.find("data: [DONE]") == std::string::npos) return std::string("unfinished");
+      return json::parse(r->body.substr(6, r->body.find("\n\n") - 6))["backend"].get<std::string>();
+    }));
+  }
+  std::map<std::string, int> by_backend;
+  for (auto& f : replies) by_backend[f.get()]++;
+  EXPECT_EQ(by_backend["Vulkan0"], 8);
+  EXPECT_EQ(by_backend["ROCm0"], 4);
+  auto metrics = client().Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->body.find("onebit_backend_requests_total{backend=\"primary/vulkan\"} 8"), std::string::npos)
+      << metrics->body;
+  EXPECT_NE(metrics->body.find("onebit_backend_requests_total{backend=\"overflow/rocm\"} 4"), std::string::npos);
+}
+
+TEST_F(FrontTest, FrontExitsNonZeroWhenAChildDies) {
+  start_front({"-m", write_model("llama"), "--device", "vulkan", "--llama-server", fake_});
+  int child_pid = records()[0]["pid"];
+  ::kill(child_pid, SIGKILL);
+  EXPECT_EQ(wait_exit(std::chrono::seconds(10)), 1);
+}
+
+TEST_F(FrontTest, SigkillOfTheFrontLeavesNoChild) {
+  start_front({"-m", write_model("llama"), "--device", "vulkan", "--adaptive"},
+              {{"ONEBIT_LLAMA_SERVER", fake_}, {"ONEBIT_LEAN_SERVER", fake_}});
+  auto rec = records();
+  ASSERT_EQ(rec.size(), 2u);
+  ::kill(front_->pid(), SIGKILL);
+  wait_exit(std::chrono::seconds(5));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  bool any_alive = true;
+  while (any_alive && std::chrono::steady_clock::now() < deadline) {
+    any_alive = process_alive(rec[0]["pid"]) || process_alive(rec[1]["pid"]);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_FALSE(any_alive);
+}
+
+TEST_F(FrontTest, SigtermStopsChildrenAndExitsZero) {
+  start_front({"-m", write_model("llama"), "--device", "vulkan", "--llama-server", fake_});
+  int child_pid = records()[0]["pid"];
+  ::kill(front_->pid(), SIGTERM);
+  EXPECT_EQ(wait_exit(std::chrono::seconds(10)), 0);
+  EXPECT_FALSE(process_alive(child_pid));
+}
+
+TEST_F(FrontTest, KeyHostRouteAndSizeErrors) {
+  start_front({"-m", write_model("llama"), "--device", "vulkan", "--llama-server", fake_, "--api-key", "sekret"});
+  auto c = client();
+  auto no_key = c.Post("/v1/chat/completions", "{}", "application/json");
+  EXPECT_EQ(no_key->status, 401);
+  EXPECT_EQ(json::parse(no_key->body)["error"]["type"], "authentication_error");
+  EXPECT_EQ(c.Get("/health")->status, 200);  // health needs no key
+  httplib::Headers key = {{"Authorization", "Bearer sekret"}};
+  EXPECT_EQ(c.Post("/v1/chat/completions", key, "{}", "application/json")->status, 200);
+  EXPECT_EQ(c.Post("/v1/chat/completions", {{"Authorization", "Bearer wrong!"}}, "{}", "application/json")->status, 401);
+  auto missing = c.Get("/v2/nothing", key);
+  EXPECT_EQ(missing->status, 404);
+  EXPECT_EQ(json::parse(missing->body)["error"]["type"], "not_found_error");
+  auto rebind = c.Get("/v1/models", {{"Authorization", "Bearer sekret"}, {"Host", "evil.example:8000"}});
+  EXPECT_EQ(rebind->status, 403);
+  auto huge = c.Post("/v1/chat/completions", key, std::string(17 * 1024 * 1024, 'x'), "application/json");
+  ASSERT_TRUE(huge);
+  EXPECT_EQ(huge->status, 413);
+  EXPECT_EQ(c.Get("/health")->status, 200);  // still serving
+}
+
+TEST_F(FrontTest, MissingLlamaServerIsAClearError) {
+  auto r = onebit::testing::run_command("env -u ONEBIT_LLAMA_SERVER PATH=/nonexistent " + binary_path() +
+                                        " serve -m " + write_model("llama") + " --device vulkan");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("--llama-server PATH"), std::string::npos) << r.err;
+}
+
+TEST_F(FrontTest, MissingModelIsExit2) {
+  auto r = onebit::testing::run_command(binary_path() + " serve -m /nonexistent/model.gguf --dry-run");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("/nonexistent/model.gguf"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace onebit
