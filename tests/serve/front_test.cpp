@@ -136,6 +136,81 @@ TEST_F(FrontTest, ChildGetsThePlannedArgvAndEnvironment) {
   EXPECT_EQ(rec[0]["env"]["ONEBIT_TEST_MARKER"], "kept");
 }
 
+// The value after `flag` in argv, or "<absent>".
+std::string after(const std::vector<std::string>& argv, const std::string& flag) {
+  auto it = std::find(argv.begin(), argv.end(), flag);
+  return it == argv.end() ? "<absent>" : (it + 1 == argv.end() ? "<last>" : *(it + 1));
+}
+
+// Every route and modifier of product.md through the fake: what it received equals the dry run,
+// and the value after each flag is the documented one.
+TEST_F(FrontTest, EveryRouteAndModifierAsRecorded) {
+  struct Case {
+    std::vector<std::string> opts;
+    std::map<std::string, std::string> want;  // flag -> value after it ("<absent>" for none)
+    std::map<std::string, std::string> env;   // variable -> value ("<unset>" for none)
+  };
+  const std::string moe = write_model("qwen3moe", 64, 32), dense = write_model("llama");
+  const std::string rotated_dense = (dir_ / "rot.gguf").string();
+  {
+    GgufWriter w;
+    w.set_string("general.architecture", "qwen3");
+    w.set_uint32("onebit.hadamard_q4_0", 32);
+    ASSERT_TRUE(w.write_file(rotated_dense).ok());
+  }
+  const std::string dflash = (dir_ / "dflash.gguf").string();
+  {
+    GgufWriter w;
+    w.set_string("general.architecture", "qwen3-dflash");
+    w.set_uint32("qwen3-dflash.block_size", 8);
+    ASSERT_TRUE(w.write_file(dflash).ok());
+  }
+  const std::vector<Case> cases = {
+      {{"-m", dense, "--device", "cpu"}, {{"-ngl", "0"}, {"--device", "<absent>"}, {"-c", "<absent>"}}, {}},
+      {{"-m", dense, "--device", "cuda"}, {{"--device", "CUDA0"}, {"-ngl", "99"}}, {}},
+      {{"-m", dense, "--device", "vulkan", "-c", "8192"}, {{"--device", "Vulkan0"}, {"-c", "8192"}, {"-np", "<absent>"}}, {}},
+      {{"-m", dense, "--device", "rocm", "--parallel", "4"}, {{"--device", "ROCm0"}, {"-np", "4"}}, {}},
+      {{"-m", dense, "--device", "hrx", "--mtp"},
+       {{"--device", "HRX0"}, {"--spec-type", "draft-mtp"}, {"-md", dense}, {"--spec-draft-n-max", "3"},
+        {"--spec-draft-p-min", "<absent>"}}, {}},
+      {{"-m", dense, "--device", "vulkan", "--dflash", dflash},
+       {{"--spec-type", "draft-dflash"}, {"-md", dflash}, {"-ngld", "99"}, {"--spec-draft-n-max", "7"},
+        {"--spec-draft-p-min", "0"}}, {}},
+      {{"-m", dense, "--device", "vulkan", "--dflash", dflash, "--mtp-max", "4", "--mtp-p-min", "0.75"},
+       {{"--spec-draft-n-max", "4"}, {"--spec-draft-p-min", "0.75"}}, {}},
+      {{"-m", rotated_dense, "--device", "vulkan"}, {{"-ub", "<absent>"}}, {{"GGML_W4A4_TENSORS", "all"}}},
+      {{"-m", moe, "--device", "vulkan"}, {{"-ub", "1024"}}, {{"GGML_W4A4_TENSORS", "all"}}},
+      {{"-m", dense, "--device", "vulkan"}, {{"-ub", "<absent>"}}, {{"GGML_W4A4_TENSORS", "<unset>"}}},
+  };
+  for (const auto& c : cases) {
+    std::string cmd = binary_path() + " serve --dry-run --llama-server " + fake_;
+    for (const auto& o : c.opts) cmd += " '" + o + "'";
+    auto dry = onebit::testing::run_command(cmd);
+    ASSERT_EQ(dry.exit_code, 0) << cmd << "\n" << dry.err;
+    std::vector<std::string> planned = json::parse(dry.out)["backends"][0]["argv"];
+
+    auto opts = c.opts;
+    opts.insert(opts.end(), {"--llama-server", fake_});
+    start_front(opts);
+    auto rec = records();
+    ASSERT_EQ(rec.size(), 1u) << cmd;
+    std::vector<std::string> argv = rec[0]["argv"];
+    ASSERT_EQ(argv.size(), planned.size()) << cmd;
+    for (size_t i = 0; i < argv.size(); ++i)
+      if (planned[i] != "{port}") EXPECT_EQ(argv[i], planned[i]) << cmd << " at " << i;
+    EXPECT_EQ(after(argv, "-m"), c.opts[1]);
+    EXPECT_EQ(after(argv, "--host"), "127.0.0.1");
+    for (const auto& [flag, value] : c.want) EXPECT_EQ(after(argv, flag), value) << cmd << " " << flag;
+    for (const auto& [var, value] : c.env) {
+      auto& env = rec[0]["env"];
+      EXPECT_EQ(env.contains(var) ? env[var].get<std::string>() : "<unset>", value) << cmd << " " << var;
+    }
+    front_->stop();
+    front_.reset();
+    fs::remove(record_);
+  }
+}
+
 TEST_F(FrontTest, UserEnvironmentIsNeverOverridden) {
   start_front({"-m", write_model("llama", 0, 32), "--device", "rocm", "--llama-server", fake_},
               {{"GGML_W4A4_TENSORS", "attn"}});
@@ -295,6 +370,22 @@ TEST_F(FrontTest, MissingLlamaServerIsAClearError) {
                                         " serve -m " + write_model("llama") + " --device vulkan");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("--llama-server PATH"), std::string::npos) << r.err;
+}
+
+// With a real llama-server on PATH (not in CI), stories260K is served end to end through it.
+TEST_F(FrontTest, RealLlamaServerServesStories260K) {
+  ONEBIT_REQUIRE_TESTDATA("models/stories260K.gguf");
+  auto which = onebit::testing::run_command("command -v llama-server");
+  if (which.exit_code != 0) GTEST_SKIP() << "no llama-server on PATH; this check needs a llama.cpp build";
+  start_front({"-m", onebit::testing::testdata_path("models/stories260K.gguf"), "--device", "cpu", "--llama-server",
+               which.out.substr(0, which.out.find('\n'))});
+  auto r = client().Post("/v1/completions", R"({"prompt":"Once upon a time","max_tokens":16,"temperature":0})",
+                         "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  auto j = json::parse(r->body);
+  EXPECT_EQ(j["model"], "stories260K");
+  EXPECT_EQ(j["choices"][0]["text"].get<std::string>().rfind(", there was a little girl named Lily.", 0), 0u) << r->body;
 }
 
 TEST_F(FrontTest, MissingModelIsExit2) {
