@@ -1,0 +1,328 @@
+// HF -> GGUF conversion for llama / qwen2 / qwen3. The reference is llama.cpp's
+// convert_hf_to_gguf.py (LlamaModel.permute and modify_tensors, Qwen2Model, Qwen3Model) and
+// gguf-py's tensor_mapping.py for the names. Output tensor data is built in memory, then written.
+#include "model/convert_hf.h"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "base/fp16.h"
+#include "gguf/gguf_reader.h"
+#include "gguf/gguf_writer.h"
+#include "gguf/quants.h"
+#include "model/safetensors.h"
+#include "tokenizer/hf_vocab.h"
+
+namespace onebit {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+Error cfg_error(const std::string& msg) { return make_error("convert: config.json: " + msg); }
+
+struct HfConfig {
+  std::string arch;  // GGUF architecture name
+  int64_t hidden_size = 0, n_layers = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0;
+  int64_t intermediate_size = 0, context_length = 0, vocab_size = 0;
+  bool explicit_head_dim = false;
+  bool tied = false;
+  double rms_norm_eps = 1e-6, rope_theta = 10000.0;
+  std::string rope_scaling = "none";  // none, linear, yarn
+  double rope_factor = 1.0;
+  int64_t rope_original_context = 0;
+};
+
+Result<int64_t> req_int(const json& c, const char* key, int64_t min, int64_t max) {
+  if (!c.contains(key) || !c[key].is_number_integer()) return cfg_error(std::string("missing integer field ") + key);
+  const int64_t v = c[key].get<int64_t>();
+  if (v < min || v > max) {
+    return cfg_error(std::string(key) + " is " + std::to_string(v) + "; allowed " + std::to_string(min) +
+                     ".." + std::to_string(max));
+  }
+  return v;
+}
+
+// rope_theta / rope_scaling as transformers 4 (top-level) or 5 (rope_parameters) writes them.
+Status read_rope(const json& c, HfConfig& h) {
+  const json* rp = c.contains("rope_parameters") && c["rope_parameters"].is_object() ? &c["rope_parameters"] : nullptr;
+  if (c.contains("rope_theta") && c["rope_theta"].is_number()) h.rope_theta = c["rope_theta"].get<double>();
+  else if (rp && rp->contains("rope_theta")) h.rope_theta = (*rp)["rope_theta"].get<double>();
+  const json* rs = c.contains("rope_scaling") && c["rope_scaling"].is_object() ? &c["rope_scaling"] : rp;
+  if (!rs) return ok_status();
+  std::string type = "default";
+  if (rs->contains("rope_type") && (*rs)["rope_type"].is_string()) type = (*rs)["rope_type"].get<std::string>();
+  else if (rs->contains("type") && (*rs)["type"].is_string()) type = (*rs)["type"].get<std::string>();
+  if (type == "default") return ok_status();
+  if (type != "linear" && type != "yarn") {
+    return cfg_error("rope scaling type '" + type + "' is not supported yet; supported: default, linear, yarn");
+  }
+  h.rope_scaling = type;
+  if (!rs->contains("factor") || !(*rs)["factor"].is_number()) return cfg_error("rope scaling needs a numeric factor");
+  h.rope_factor = (*rs)["factor"].get<double>();
+  if (rs->contains("original_max_position_embeddings")) {
+    h.rope_original_context = (*rs)["original_max_position_embeddings"].get<int64_t>();
+  }
+  return ok_status();
+}
+
+Result<HfConfig> read_config(const std::string& dir) {
+  const fs::path path = fs::path(dir) / "config.json";
+  json c;
+  try {
+    std::ifstream in(path);
+    if (!in) return make_error("convert: cannot read " + path.string() + "; give a Hugging Face model directory");
+    c = json::parse(in);
+  } catch (const std::exception& e) {
+    return cfg_error(std::string("not valid JSON: ") + e.what());
+  }
+  HfConfig h;
+  const std::string cls = c.contains("architectures") && c["architectures"].is_array() && !c["architectures"].empty() &&
+                                  c["architectures"][0].is_string()
+                              ? c["architectures"][0].get<std::string>()
+                              : "";
+  if (cls == "LlamaForCausalLM") h.arch = "llama";
+  else if (cls == "Qwen2ForCausalLM") h.arch = "qwen2";
+  else if (cls == "Qwen3ForCausalLM") h.arch = "qwen3";
+  else return cfg_error("architectures[0] is '" + cls + "'; supported: LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM");
+  ONEBIT_ASSIGN_OR_RETURN(h.hidden_size, req_int(c, "hidden_size", 1, 1 << 20));
+  ONEBIT_ASSIGN_OR_RETURN(h.n_layers, req_int(c, "num_hidden_layers", 1, 4096));
+  ONEBIT_ASSIGN_OR_RETURN(h.n_heads, req_int(c, "num_attention_heads", 1, 4096));
+  h.n_kv_heads = h.n_heads;
+  if (c.contains("num_key_value_heads") && !c["num_key_value_heads"].is_null()) {
+    ONEBIT_ASSIGN_OR_RETURN(h.n_kv_heads, req_int(c, "num_key_value_heads", 1, h.n_heads));
+  }
+  if (h.n_heads % h.n_kv_heads != 0) return cfg_error("num_key_value_heads must divide num_attention_heads");
+  ONEBIT_ASSIGN_OR_RETURN(h.intermediate_size, req_int(c, "intermediate_size", 1, 1 << 22));
+  ONEBIT_ASSIGN_OR_RETURN(h.vocab_size, req_int(c, "vocab_size", 1, 1 << 24));
+  ONEBIT_ASSIGN_OR_RETURN(h.context_length, req_int(c, "max_position_embeddings", 1, 1 << 24));
+  h.explicit_head_dim = c.contains("head_dim") && c["head_dim"].is_number_integer();
+  if (h.explicit_head_dim) {
+    ONEBIT_ASSIGN_OR_RETURN(h.head_dim, req_int(c, "head_dim", 2, 1 << 14));
+  } else {
+    if (h.hidden_size % h.n_heads != 0) return cfg_error("hidden_size is not a multiple of num_attention_heads and head_dim is absent");
+    h.head_dim = h.hidden_size / h.n_heads;
+  }
+  if (c.contains("rms_norm_eps") && c["rms_norm_eps"].is_number()) h.rms_norm_eps = c["rms_norm_eps"].get<double>();
+  h.tied = c.value("tie_word_embeddings", false);
+  if (h.arch == "llama" && (c.value("attention_bias", false) || c.value("mlp_bias", false))) {
+    return cfg_error("attention_bias / mlp_bias are true; llama models with biases are not supported");
+  }
+  ONEBIT_TRY(read_rope(c, h));
+  return h;
+}
+
+// Per-layer HF names -> GGUF names (gguf-py tensor_mapping.py).
+const std::map<std::string, std::string>& layer_names() {
+  static const std::map<std::string, std::string> kNames = {
+      {"input_layernorm.weight", "attn_norm.weight"},
+      {"self_attn.q_proj.weight", "attn_q.weight"},
+      {"self_attn.k_proj.weight", "attn_k.weight"},
+      {"self_attn.v_proj.weight", "attn_v.weight"},
+      {"self_attn.q_proj.bias", "attn_q.bias"},
+      {"self_attn.k_proj.bias", "attn_k.bias"},
+      {"self_attn.v_proj.bias", "attn_v.bias"},
+      {"self_attn.q_norm.weight", "attn_q_norm.weight"},
+      {"self_attn.k_norm.weight", "attn_k_norm.weight"},
+      {"self_attn.o_proj.weight", "attn_output.weight"},
+      {"post_attention_layernorm.weight", "ffn_norm.weight"},
+      {"mlp.gate_proj.weight", "ffn_gate.weight"},
+      {"mlp.up_proj.weight", "ffn_up.weight"},
+      {"mlp.down_proj.weight", "ffn_down.weight"},
+  };
+  return kNames;
+}
+
+// The GGUF name of an HF tensor; "" to skip it; an error for an unknown name.
+Result<std::string> gguf_name(const std::string& hf, const HfConfig& h) {
+  if (hf == "model.embed_tokens.weight") return std::string("token_embd.weight");
+  if (hf == "model.norm.weight") return std::string("output_norm.weight");
+  if (hf == "lm_head.weight") return std::string(h.tied ? "" : "output.weight");
+  if (hf.ends_with("rotary_emb.inv_freq")) return std::string("");
+  const std::string prefix = "model.layers.";
+  if (hf.rfind(prefix, 0) == 0) {
+    const size_t dot = hf.find('.', prefix.size());
+    const std::string idx = hf.substr(prefix.size(), dot - prefix.size());
+    if (dot != std::string::npos && !idx.empty() && idx.find_first_not_of("0123456789") == std::string::npos &&
+        std::stoll(idx) < h.n_layers) {
+      auto it = layer_names().find(hf.substr(dot + 1));
+      if (it != layer_names().end()) return "blk." + idx + "." + it->second;
+    }
+  }
+  return make_error("convert: tensor " + hf + " is not known for " + h.arch + "; the checkpoint has parts 1bit cannot convert");
+}
+
+struct OutTensor {
+  std::string name;
+  GgmlType type;
+  std::vector<uint64_t> ne;    // ggml order
+  std::vector<uint8_t> bytes;
+};
+
+// llama.cpp's LlamaModel.permute: within each head, HF's rotate_half halves become the adjacent
+// pairs of GGUF's "normal" RoPE. Output row h*hd + 2j + t takes input row h*hd + t*hd/2 + j.
+int64_t permuted_source_row(int64_t row, int64_t head_dim) {
+  const int64_t h = row / head_dim, w = row % head_dim;
+  return h * head_dim + (w % 2) * (head_dim / 2) + w / 2;
+}
+
+// Encodes `t` ([rows, cols], row-major) as `type`, rows permuted when permute_head_dim > 0.
+Result<OutTensor> encode(const SafetensorsTensor& t, const std::string& name, GgmlType type, int64_t permute_head_dim) {
+  OutTensor out;
+  out.name = name;
+  out.type = type;
+  const int64_t cols = t.shape.empty() ? 1 : t.shape.back();
+  const int64_t rows = cols == 0 ? 0 : t.n_elements() / cols;
+  out.ne = t.shape.size() >= 2 ? std::vector<uint64_t>{uint64_t(cols), uint64_t(rows)} : std::vector<uint64_t>{uint64_t(cols)};
+  if (permute_head_dim > 0 && rows % permute_head_dim != 0) {
+    return make_error("convert: " + t.name + " has " + std::to_string(rows) + " rows, not a multiple of head_dim " +
+                      std::to_string(permute_head_dim));
+  }
+  ONEBIT_ASSIGN_OR_RETURN(uint64_t row_bytes, row_size(type, cols));
+  out.bytes.resize(row_bytes * rows);
+  std::vector<float> row(cols);  // [cols]
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t src = permute_head_dim > 0 ? permuted_source_row(r, permute_head_dim) : r;
+    for (int64_t c = 0; c < cols; ++c) row[c] = t.at(src * cols + c);
+    uint8_t* dst = out.bytes.data() + r * row_bytes;
+    if (type == GgmlType::kF32) {
+      std::memcpy(dst, row.data(), cols * 4);
+    } else if (type == GgmlType::kF16 || type == GgmlType::kBF16) {
+      for (int64_t c = 0; c < cols; ++c) {
+        const uint16_t b = type == GgmlType::kF16 ? fp32_to_fp16(row[c]) : fp32_to_bf16(row[c]);
+        std::memcpy(dst + 2 * c, &b, 2);
+      }
+    } else {
+      quantize_row_reference(type, row.data(), dst, cols);
+    }
+  }
+  return out;
+}
+
+uint32_t file_type(GgmlType t) {  // llama_ftype: ALL_F32 0, MOSTLY_F16 1, MOSTLY_Q8_0 7, MOSTLY_BF16 32
+  switch (t) {
+    case GgmlType::kF32: return 0;
+    case GgmlType::kF16: return 1;
+    case GgmlType::kQ8_0: return 7;
+    default: return 32;
+  }
+}
+
+void write_hparams(GgufWriter& w, const HfConfig& h, const std::string& name, GgmlType out_type) {
+  const std::string a = h.arch + ".";
+  w.set_string("general.architecture", h.arch);
+  w.set_string("general.name", name);
+  w.set_uint32("general.file_type", file_type(out_type));
+  w.set_uint32(a + "vocab_size", static_cast<uint32_t>(h.vocab_size));
+  w.set_uint32(a + "context_length", static_cast<uint32_t>(h.context_length));
+  w.set_uint32(a + "embedding_length", static_cast<uint32_t>(h.hidden_size));
+  w.set_uint32(a + "block_count", static_cast<uint32_t>(h.n_layers));
+  w.set_uint32(a + "feed_forward_length", static_cast<uint32_t>(h.intermediate_size));
+  w.set_uint32(a + "attention.head_count", static_cast<uint32_t>(h.n_heads));
+  w.set_uint32(a + "attention.head_count_kv", static_cast<uint32_t>(h.n_kv_heads));
+  w.set_float32(a + "attention.layer_norm_rms_epsilon", static_cast<float>(h.rms_norm_eps));
+  w.set_float32(a + "rope.freq_base", static_cast<float>(h.rope_theta));
+  w.set_uint32(a + "rope.dimension_count", static_cast<uint32_t>(h.head_dim));
+  if (h.explicit_head_dim) {
+    w.set_uint32(a + "attention.key_length", static_cast<uint32_t>(h.head_dim));
+    w.set_uint32(a + "attention.value_length", static_cast<uint32_t>(h.head_dim));
+  }
+  if (h.rope_scaling != "none") {
+    w.set_string(a + "rope.scaling.type", h.rope_scaling);
+    w.set_float32(a + "rope.scaling.factor", static_cast<float>(h.rope_factor));
+    if (h.rope_original_context > 0) {
+      w.set_uint32(a + "rope.scaling.original_context_length", static_cast<uint32_t>(h.rope_original_context));
+    }
+  }
+}
+
+// Adds the tokenizer.* keys the tokenizer layer writes for tokenizer.json (through a vocab-only
+// GGUF next to the output, removed afterwards). A tokenizer it cannot read is a warning.
+void add_vocab(GgufWriter& w, const ConvertOptions& o, ConvertReport& report) {
+  const fs::path tok_path = fs::path(o.hf_dir) / "tokenizer.json";
+  if (!fs::exists(tok_path)) {
+    report.warnings.push_back("no tokenizer.json: the GGUF has no vocabulary ('1bit run' will refuse it)");
+    return;
+  }
+  auto tok = read_hf_tokenizer(tok_path.string());
+  if (!tok.ok()) {
+    report.warnings.push_back("tokenizer not converted: " + tok.message());
+    return;
+  }
+  const std::string tmp = o.out_path + ".vocab.tmp";
+  Status st = write_vocab_gguf(*tok, tmp);
+  if (st.ok()) {
+    auto vocab = GgufFile::open(tmp);
+    if (vocab.ok()) {
+      for (const GgufKeyValue& kv : vocab->metadata()) {
+        if (kv.key.rfind("tokenizer.", 0) == 0) w.set_value(kv.key, kv.value);
+      }
+    } else {
+      st = vocab.error();
+    }
+  }
+  std::error_code ec;
+  fs::remove(tmp, ec);
+  if (!st.ok()) report.warnings.push_back("tokenizer not converted: " + st.message());
+}
+
+}  // namespace
+
+Result<ConvertReport> convert_hf(const ConvertOptions& o) {
+  if (o.out_type != GgmlType::kF32 && o.out_type != GgmlType::kF16 && o.out_type != GgmlType::kBF16 &&
+      o.out_type != GgmlType::kQ8_0) {
+    return make_error("convert: output type " + ggml_type_name(static_cast<uint32_t>(o.out_type)) +
+                      " is not supported here; use f32, f16, bf16 or q8_0 (then '1bit quantize' for others)");
+  }
+  ONEBIT_ASSIGN_OR_RETURN(HfConfig h, read_config(o.hf_dir));
+  ONEBIT_ASSIGN_OR_RETURN(SafetensorsCheckpoint ckpt, SafetensorsCheckpoint::open_dir(o.hf_dir));
+  ConvertReport report;
+  report.architecture = h.arch;
+  // Tied models may store the shared matrix only as lm_head.weight (tinystories-656K does).
+  if (!ckpt.find("lm_head.weight")) h.tied = true;
+  const SafetensorsTensor* embed = ckpt.find("model.embed_tokens.weight");
+  if (!embed && h.tied) embed = ckpt.find("lm_head.weight");
+  if (!embed) return make_error("convert: the checkpoint has no model.embed_tokens.weight");
+
+  std::vector<OutTensor> out;
+  for (const auto& [hf_name, t] : ckpt.tensors()) {
+    ONEBIT_ASSIGN_OR_RETURN(std::string name, gguf_name(hf_name, h));
+    if (name.empty() || (hf_name == "lm_head.weight" && h.tied)) continue;
+    if (t.shape.empty() || t.shape.size() > 2) {
+      return make_error("convert: tensor " + hf_name + " has " + std::to_string(t.shape.size()) + " dimensions; expected 1 or 2");
+    }
+    GgmlType type = t.shape.size() == 1 ? GgmlType::kF32 : o.out_type;
+    if (type == GgmlType::kQ8_0 && t.shape.back() % kQK8_0 != 0) {
+      type = GgmlType::kF16;
+      report.warnings.push_back(hf_name + ": " + std::to_string(t.shape.back()) + " columns do not fill q8_0 blocks; stored as f16");
+    }
+    // llama: GGUF stores q/k for the "normal" RoPE ordering (convert_hf_to_gguf.py LlamaModel).
+    int64_t permute = 0;
+    if (h.arch == "llama" && (name.ends_with("attn_q.weight") || name.ends_with("attn_k.weight"))) permute = h.head_dim;
+    ONEBIT_ASSIGN_OR_RETURN(OutTensor ot, encode(t, name, type, permute));
+    out.push_back(std::move(ot));
+  }
+  if (embed->name == "lm_head.weight") {
+    ONEBIT_ASSIGN_OR_RETURN(OutTensor ot, encode(*embed, "token_embd.weight", o.out_type, 0));
+    out.push_back(std::move(ot));
+  }
+  GgufWriter w;
+  fs::path dir = fs::path(o.hf_dir).lexically_normal();
+  if (dir.filename().empty()) dir = dir.parent_path();  // "dir/" names the same directory
+  write_hparams(w, h, dir.filename().string(), o.out_type);
+  add_vocab(w, o, report);
+  for (const OutTensor& t : out) {
+    ONEBIT_TRY(w.add_tensor(t.name, static_cast<uint32_t>(t.type), t.ne, t.bytes));
+    report.n_bytes += t.bytes.size();
+  }
+  report.n_tensors = static_cast<int>(out.size());
+  ONEBIT_TRY(w.write_file(o.out_path));
+  return report;
+}
+
+}  // namespace onebit

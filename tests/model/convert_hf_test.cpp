@@ -1,0 +1,225 @@
+// `convert_hf` + the reference forward against Hugging Face transformers (fp32, CPU): tiny
+// random-init Llama/Qwen2/Qwen3 checkpoints and goldens in tests/golden/model (made by
+// tools/model/make_tiny_models.py), and the trained tinystories-656K from the shared test data.
+// F32: max|diff| / max|logit| < 1e-4 on every prompt position and 64 identical greedy tokens.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "backend/backend.h"
+#include "engine/generate.h"
+#include "gguf/gguf_reader.h"
+#include "model/convert_hf.h"
+#include "model/model.h"
+#include "model/safetensors.h"
+#include "testdata.h"
+
+namespace onebit {
+namespace {
+
+namespace fs = std::filesystem;
+
+nlohmann::json load_json(const std::string& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
+}
+
+std::string temp_path(const std::string& name) {
+  return (fs::temp_directory_path() / ("onebit_convert_" + std::to_string(::getpid()) + "_" + name)).string();
+}
+
+struct Comparison {
+  double max_rel_diff = 0.0;       // max |ours - hf| / max |hf| over all prompts and positions
+  double top1_agreement = 0.0;     // fraction of positions whose argmax agrees
+  bool greedy_identical = false;
+  std::string detail;
+};
+
+// Converts hf_dir to `type`, runs every golden prompt (all positions) and the greedy run.
+Comparison compare(const std::string& hf_dir, const nlohmann::json& golden, GgmlType type) {
+  Comparison cmp;
+  const std::string out = temp_path(fs::path(hf_dir).filename().string() + ".gguf");
+  ConvertOptions o{hf_dir, out, type};
+  auto report = convert_hf(o);
+  EXPECT_TRUE(report.ok()) << report.message();
+  if (!report.ok()) return cmp;
+  auto file = GgufFile::open(out);
+  EXPECT_TRUE(file.ok()) << file.message();
+  if (!file.ok()) return cmp;
+  auto backend = make_reference_backend();
+  auto model = Model::load(*file, *backend);
+  EXPECT_TRUE(model.ok()) << model.message();
+  if (!model.ok()) return cmp;
+  Model& m = **model;
+  const size_t vocab = m.config().vocab_size;
+  double max_diff = 0.0, max_logit = 0.0;
+  int agree = 0, positions = 0;
+  for (const auto& p : golden["prompts"]) {
+    const std::vector<TokenId> ids = p["ids"].get<std::vector<TokenId>>();
+    auto kv = m.new_kv_cache(static_cast<int32_t>(ids.size()));
+    std::vector<float> logits;
+    EXPECT_TRUE(m.forward(Batch{{BatchSequence{&*kv, ids, /*all_logits=*/true}}}, logits).ok());
+    m.free_kv_cache(*kv);
+    const auto& ref = p["logits"];
+    EXPECT_EQ(ref.size(), ids.size());
+    for (size_t i = 0; i < ids.size(); ++i) {
+      std::vector<float> hf = ref[i].get<std::vector<float>>();
+      EXPECT_EQ(hf.size(), vocab);
+      const float* ours = logits.data() + i * vocab;
+      for (size_t j = 0; j < vocab; ++j) {
+        max_diff = std::max(max_diff, std::abs(double(ours[j]) - hf[j]));
+        max_logit = std::max(max_logit, std::abs(double(hf[j])));
+      }
+      agree += std::max_element(ours, ours + vocab) - ours == std::max_element(hf.begin(), hf.end()) - hf.begin();
+      ++positions;
+    }
+  }
+  cmp.max_rel_diff = max_diff / max_logit;
+  cmp.top1_agreement = double(agree) / positions;
+  const std::vector<TokenId> prompt = golden["greedy_prompt"].get<std::vector<TokenId>>();
+  const std::vector<TokenId> want = golden["greedy"].get<std::vector<TokenId>>();
+  GenerateOptions g;
+  g.n_predict = static_cast<int32_t>(want.size());
+  g.sampler.temperature = 0.0f;
+  std::vector<TokenId> got;
+  auto st = generate(m, prompt, g, [&](TokenId t) { got.push_back(t); return true; });
+  EXPECT_TRUE(st.ok()) << st.message();
+  cmp.greedy_identical = got == want;
+  for (size_t i = 0; i < std::min(got.size(), want.size()); ++i) {
+    if (got[i] != want[i]) {
+      cmp.detail = "greedy differs first at step " + std::to_string(i);
+      break;
+    }
+  }
+  fs::remove(out);
+  return cmp;
+}
+
+class TinyModels : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(TinyModels, F32MatchesTransformers) {
+  const std::string dir = testing::source_path("tests/golden/model/" + GetParam());
+  const auto golden = load_json(dir + "/golden.json");
+  const Comparison c = compare(dir, golden, GgmlType::kF32);
+  EXPECT_LT(c.max_rel_diff, 1e-4) << GetParam();
+  EXPECT_TRUE(c.greedy_identical) << GetParam() << ": " << c.detail;
+  EXPECT_EQ(c.top1_agreement, 1.0);
+  std::printf("%s f32: max|diff|/max|logit| = %.3g, top-1 agreement %.4f\n", GetParam().c_str(),
+              c.max_rel_diff, c.top1_agreement);
+}
+
+TEST_P(TinyModels, ReducedTypesStayClose) {
+  const std::string dir = testing::source_path("tests/golden/model/" + GetParam());
+  const auto golden = load_json(dir + "/golden.json");
+  // Bounds from the types' precision (11, 8 and ~8 significant bits); measured values print.
+  const std::pair<GgmlType, double> types[] = {
+      {GgmlType::kF16, 5e-3}, {GgmlType::kBF16, 5e-2}, {GgmlType::kQ8_0, 5e-2}};
+  for (const auto& [type, bound] : types) {
+    const Comparison c = compare(dir, golden, type);
+    EXPECT_LT(c.max_rel_diff, bound) << GetParam() << " " << ggml_type_name(static_cast<uint32_t>(type));
+    std::printf("%s %s: max|diff|/max|logit| = %.3g, top-1 agreement %.4f, greedy %s\n", GetParam().c_str(),
+                ggml_type_name(static_cast<uint32_t>(type)).c_str(), c.max_rel_diff, c.top1_agreement,
+                c.greedy_identical ? "identical" : c.detail.c_str());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Golden, TinyModels, ::testing::Values("tiny-llama", "tiny-qwen2", "tiny-qwen3"));
+
+TEST(TinyStories656K, F32MatchesTransformers) {
+  ONEBIT_REQUIRE_TESTDATA("models/tinystories-656K/model.safetensors");
+  const auto golden = load_json(testing::source_path("tests/golden/model/tinystories-656K.json"));
+  const Comparison c = compare(testing::testdata_path("models/tinystories-656K"), golden, GgmlType::kF32);
+  EXPECT_LT(c.max_rel_diff, 1e-4);
+  EXPECT_TRUE(c.greedy_identical) << c.detail;
+  std::printf("tinystories-656K f32: max|diff|/max|logit| = %.3g, top-1 agreement %.4f\n", c.max_rel_diff,
+              c.top1_agreement);
+}
+
+// Per-layer hidden states against HF's output_hidden_states: locates a mismatch to a layer.
+TEST(TinyModelsLayers, HiddenStatesMatchPerLayer) {
+  for (const std::string name : {"tiny-llama", "tiny-qwen2", "tiny-qwen3"}) {
+    const std::string dir = testing::source_path("tests/golden/model/" + name);
+    const auto golden = load_json(dir + "/golden.json");
+    const std::string out = temp_path(name + "-layers.gguf");
+    ASSERT_TRUE(convert_hf({dir, out, GgmlType::kF32}).ok());
+    auto file = GgufFile::open(out);
+    ASSERT_TRUE(file.ok());
+    auto backend = make_reference_backend();
+    auto model = Model::load(*file, *backend);
+    ASSERT_TRUE(model.ok()) << model.message();
+    std::map<std::string, std::vector<float>> seen;  // "l_out.3" -> [n_tokens, hidden]
+    (*model)->set_debug_hook([&](std::string_view n, int l, int64_t, int64_t, std::span<const float> d) {
+      seen[std::string(n) + "." + std::to_string(l)] = std::vector<float>(d.begin(), d.end());
+    });
+    const auto& p = golden["prompts"].back();
+    const std::vector<TokenId> ids = p["ids"].get<std::vector<TokenId>>();
+    auto kv = (*model)->new_kv_cache(static_cast<int32_t>(ids.size()));
+    std::vector<float> logits;
+    ASSERT_TRUE((*model)->forward(Batch{{BatchSequence{&*kv, ids, true}}}, logits).ok());
+    const auto& hs = p["hidden_states"];  // [n_layers + 1][n_tokens][hidden]
+    const int n_layers = (*model)->config().n_layers;
+    for (int l = 0; l <= n_layers; ++l) {
+      // HF: entry 0 is the embeddings; entry l the output of layer l-1; the last has the final norm.
+      const std::string key = l == 0 ? "inp_embd.-1" : l == n_layers ? "result_norm.-1" : "l_out." + std::to_string(l - 1);
+      const std::vector<float>& ours = seen[key];
+      std::vector<float> ref;
+      for (const auto& row : hs[l]) for (float v : row) ref.push_back(v);
+      ASSERT_EQ(ours.size(), ref.size()) << name << " " << key;
+      double max_diff = 0, max_ref = 0;
+      for (size_t i = 0; i < ref.size(); ++i) {
+        max_diff = std::max(max_diff, std::abs(double(ours[i]) - ref[i]));
+        max_ref = std::max(max_ref, std::abs(double(ref[i])));
+      }
+      EXPECT_LT(max_diff / max_ref, 1e-4) << name << " hidden state " << l << " (" << key << ")";
+    }
+    (*model)->free_kv_cache(*kv);
+    fs::remove(out);
+  }
+}
+
+TEST(ConvertHf, ClearErrors) {
+  auto r = convert_hf({"/nonexistent-dir", temp_path("x.gguf"), GgmlType::kF32});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("config.json"), std::string::npos) << r.message();
+  r = convert_hf({testing::source_path("tests/golden/model/tiny-llama"), temp_path("x.gguf"), GgmlType::kQ4_K});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("q8_0"), std::string::npos) << r.message();
+}
+
+TEST(Safetensors, RejectsCorruptHeaders) {
+  const std::string path = temp_path("bad.safetensors");
+  auto write = [&](const std::string& header, size_t data_bytes) {
+    std::ofstream f(path, std::ios::binary);
+    const uint64_t n = header.size();
+    f.write(reinterpret_cast<const char*>(&n), 8);
+    f << header << std::string(data_bytes, '\0');
+  };
+  write(R"({"a":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]}})", 16);
+  auto ok = SafetensorsCheckpoint::open_file(path);
+  ASSERT_TRUE(ok.ok()) << ok.message();
+  EXPECT_EQ(ok->find("a")->n_elements(), 4);
+  write(R"({"a":{"dtype":"F32","shape":[2,2],"data_offsets":[0,32]}})", 16);
+  EXPECT_NE(SafetensorsCheckpoint::open_file(path).message().find("outside the data"), std::string::npos);
+  write(R"({"a":{"dtype":"F32","shape":[3,2],"data_offsets":[0,16]}})", 16);
+  EXPECT_FALSE(SafetensorsCheckpoint::open_file(path).ok());
+  write(R"({"a":{"dtype":"I64","shape":[2],"data_offsets":[0,16]}})", 16);
+  EXPECT_NE(SafetensorsCheckpoint::open_file(path).message().find("I64"), std::string::npos);
+  write("{not json", 0);
+  EXPECT_FALSE(SafetensorsCheckpoint::open_file(path).ok());
+  {
+    std::ofstream f(path, std::ios::binary);
+    const uint64_t n = 1ull << 40;
+    f.write(reinterpret_cast<const char*>(&n), 8);
+  }
+  EXPECT_NE(SafetensorsCheckpoint::open_file(path).message().find("header length"), std::string::npos);
+  fs::remove(path);
+}
+
+}  // namespace
+}  // namespace onebit
