@@ -32,6 +32,8 @@ int failure(const std::string& cmd, const std::string& message);
 // Defined in their cmd_*.cpp files.
 Command version_command();
 Command info_command();
+Command tokenize_command();
+Command convert_command();
 Command serve_command();
 Command run_command();
 

@@ -14,6 +14,8 @@ const std::vector<Command>& commands() {
       serve_command(),
       run_command(),
       info_command(),
+      tokenize_command(),
+      convert_command(),
       version_command(),
   };
   return kCommands;
