@@ -1,5 +1,6 @@
 // `1bit run -m FILE -p PROMPT`: one completion with the native engine, streamed to stdout as the
 // tokens come (whole UTF-8 characters only). Timings go to stderr.
+#include <cmath>
 #include <cstdio>
 #include <random>
 #include <string>
@@ -78,6 +79,19 @@ int run(const ParsedArgs& args) {
   auto model = Model::load(*file, *backend);
   if (!model.ok()) return failure(kCmd, path + ": " + model.message());
 
+  if (args.has("dump")) {
+    // Per-layer intermediates as llama.cpp's eval-callback lists them: name, shape, sum, rms.
+    (*model)->set_debug_hook([](std::string_view name, int layer, int64_t rows, int64_t cols, std::span<const float> d) {
+      double sum = 0.0, sum_sq = 0.0;
+      for (float v : d) {
+        sum += v;
+        sum_sq += double(v) * v;
+      }
+      std::fprintf(stderr, "dump %-13.*s layer %3d [%lld, %lld] sum %.9g rms %.9g\n", static_cast<int>(name.size()),
+                   name.data(), layer, static_cast<long long>(rows), static_cast<long long>(cols), sum,
+                   d.empty() ? 0.0 : std::sqrt(sum_sq / d.size()));
+    });
+  }
   const std::string prompt = args.get("prompt");
   EncodeOptions enc;
   enc.add_bos = tokenizer->adds_bos();
@@ -131,6 +145,7 @@ Command run_command() {
               {"top-p", 0, "P", "nucleus sampling threshold; 1 = off (default 0.95)"},
               {"min-p", 0, "P", "drop tokens below P x the top probability; 0 = off (default 0.05)"},
               {"threads", 't', "N", "CPU threads (default 1; the reference backend uses one)"},
+              {"dump", 0, "", "print every named intermediate of every layer to stderr (debugging)"},
           },
           run};
 }

@@ -34,9 +34,26 @@ std::string temp_path(const std::string& name) {
   return (fs::temp_directory_path() / ("onebit_convert_" + std::to_string(::getpid()) + "_" + name)).string();
 }
 
+// KL(P || Q) in nats for P = softmax(p), Q = softmax(q), in double.
+double kl_divergence(const float* p, const float* q, size_t n) {
+  const double mp = *std::max_element(p, p + n), mq = *std::max_element(q, q + n);
+  double sp = 0.0, sq = 0.0;
+  for (size_t i = 0; i < n; ++i) {
+    sp += std::exp(p[i] - mp);
+    sq += std::exp(q[i] - mq);
+  }
+  double kl = 0.0;
+  for (size_t i = 0; i < n; ++i) {
+    const double lp = p[i] - mp - std::log(sp), lq = q[i] - mq - std::log(sq);
+    kl += std::exp(lp) * (lp - lq);
+  }
+  return kl;
+}
+
 struct Comparison {
   double max_rel_diff = 0.0;       // max |ours - hf| / max |hf| over all prompts and positions
   double top1_agreement = 0.0;     // fraction of positions whose argmax agrees
+  double mean_kl = 0.0;            // mean KL(softmax(hf) || softmax(ours)) over positions, nats
   bool greedy_identical = false;
   std::string detail;
 };
@@ -60,6 +77,7 @@ Comparison compare(const std::string& hf_dir, const nlohmann::json& golden, Ggml
   const size_t vocab = m.config().vocab_size;
   double max_diff = 0.0, max_logit = 0.0;
   int agree = 0, positions = 0;
+  double kl_sum = 0.0;
   for (const auto& p : golden["prompts"]) {
     const std::vector<TokenId> ids = p["ids"].get<std::vector<TokenId>>();
     auto kv = m.new_kv_cache(static_cast<int32_t>(ids.size()));
@@ -76,12 +94,14 @@ Comparison compare(const std::string& hf_dir, const nlohmann::json& golden, Ggml
         max_diff = std::max(max_diff, std::abs(double(ours[j]) - hf[j]));
         max_logit = std::max(max_logit, std::abs(double(hf[j])));
       }
+      kl_sum += kl_divergence(hf.data(), ours, vocab);
       agree += std::max_element(ours, ours + vocab) - ours == std::max_element(hf.begin(), hf.end()) - hf.begin();
       ++positions;
     }
   }
   cmp.max_rel_diff = max_diff / max_logit;
   cmp.top1_agreement = double(agree) / positions;
+  cmp.mean_kl = kl_sum / positions;
   const std::vector<TokenId> prompt = golden["greedy_prompt"].get<std::vector<TokenId>>();
   const std::vector<TokenId> want = golden["greedy"].get<std::vector<TokenId>>();
   GenerateOptions g;
@@ -93,7 +113,7 @@ Comparison compare(const std::string& hf_dir, const nlohmann::json& golden, Ggml
   cmp.greedy_identical = got == want;
   for (size_t i = 0; i < std::min(got.size(), want.size()); ++i) {
     if (got[i] != want[i]) {
-      cmp.detail = "greedy differs first at step " + std::to_string(i);
+      cmp.detail = "differs first at step " + std::to_string(i);
       break;
     }
   }
@@ -123,8 +143,9 @@ TEST_P(TinyModels, ReducedTypesStayClose) {
   for (const auto& [type, bound] : types) {
     const Comparison c = compare(dir, golden, type);
     EXPECT_LT(c.max_rel_diff, bound) << GetParam() << " " << ggml_type_name(static_cast<uint32_t>(type));
-    std::printf("%s %s: max|diff|/max|logit| = %.3g, top-1 agreement %.4f, greedy %s\n", GetParam().c_str(),
-                ggml_type_name(static_cast<uint32_t>(type)).c_str(), c.max_rel_diff, c.top1_agreement,
+    std::printf("%s %s: max|diff|/max|logit| = %.3g, mean KL %.3g, top-1 agreement %.4f, greedy %s\n",
+                GetParam().c_str(), ggml_type_name(static_cast<uint32_t>(type)).c_str(), c.max_rel_diff,
+                c.mean_kl, c.top1_agreement,
                 c.greedy_identical ? "identical" : c.detail.c_str());
   }
 }
