@@ -36,5 +36,6 @@ Command tokenize_command();
 Command convert_command();
 Command serve_command();
 Command run_command();
+Command template_command();
 
 }  // namespace onebit::cli
