@@ -36,7 +36,7 @@ test-sanitize: setup
 # Every fuzz target for a bounded time, seeded from tests/fuzz_corpus/.
 test-fuzz: setup
 	CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DONEBIT_FUZZ=ON
-	cmake --build build-fuzz -j $(JOBS)
+	cmake --build build-fuzz -j $(JOBS) --target fuzz_all
 	bash scripts/run_fuzzers.sh build-fuzz $(FUZZ_SECONDS)
 
 format:
