@@ -48,7 +48,7 @@ struct GgmlTypeTraits {
   std::string_view name;  // ggml's name, e.g. "q4_K"
   uint32_t block_elems;
   uint32_t block_bytes;
-  bool can_dequantize;    // 1bit can turn it into floats (ggml_quants.h)
+  bool can_dequantize;    // 1bit can turn it into floats (gguf/quants.h)
 };
 
 // Traits of a raw type value from a file, or nullopt when 1bit does not know the type.
