@@ -52,7 +52,7 @@ Value sort_key(const Value& v, bool case_sensitive) {
 
 bool less(Interpreter& in, const Value& a, const Value& b) { return binary_op(in, "<", a, b).truthy(); }
 
-Value f_tojson(Interpreter&, const Value& v, CallArgs& args) {
+Value f_tojson(Interpreter& in, const Value& v, CallArgs& args) {
   // transformers' signature is tojson(x, ensure_ascii=False, indent=None, separators=None,
   // sort_keys=False): templates pass indent by keyword.
   const Value* indent = args.find_keyword("indent");
@@ -61,7 +61,10 @@ Value f_tojson(Interpreter&, const Value& v, CallArgs& args) {
     if (!indent->is_int()) throw RenderError("tojson: indent must be an integer");
     n = static_cast<int>(std::clamp<int64_t>(indent->as_int(), 0, 64));
   }
-  return Value::string(v.to_json(n, bool_arg(args, 99, "sort_keys", false)));
+  std::string out = v.to_json(n, bool_arg(args, 99, "sort_keys", false));
+  in.charge(out.size());
+  in.check_size(out.size());
+  return Value::string(std::move(out));
 }
 
 Value f_trim(Interpreter&, const Value& v, CallArgs& args) {
@@ -92,7 +95,8 @@ Value f_title(Interpreter&, const Value& v, CallArgs&) {
   return Value::string(out);
 }
 
-Value f_length(Interpreter&, const Value& v, CallArgs&) {
+Value f_length(Interpreter& in, const Value& v, CallArgs&) {
+  if (v.is_string()) in.charge(v.as_string().size());
   if (v.is_string()) return Value::integer(static_cast<int64_t>(utf8_length(v.as_string())));
   if (v.is_list()) return Value::integer(static_cast<int64_t>(v.items().size()));
   if (v.is_dict() || v.is_namespace()) return Value::integer(static_cast<int64_t>(v.entries().size()));

@@ -43,6 +43,11 @@ void Interpreter::step() {
   }
 }
 
+void Interpreter::charge(size_t n_bytes) {
+  steps_ += static_cast<int64_t>(n_bytes / 16);
+  step();
+}
+
 void Interpreter::check_size(size_t n_bytes) const {
   if (n_bytes > options_.limits.max_output_bytes) {
     throw RenderError("template produced a string of " + std::to_string(n_bytes) + " bytes; the limit is " +
@@ -51,7 +56,8 @@ void Interpreter::check_size(size_t n_bytes) const {
 }
 
 void Interpreter::emit(const std::string& text) {
-  check_size(out_.size() + sink_->size() + text.size());
+  charge(text.size());
+  check_size((sink_ == &out_ ? 0 : out_.size()) + sink_->size() + text.size());
   *sink_ += text;
 }
 
@@ -171,29 +177,38 @@ Interpreter::Flow Interpreter::exec_for(const Stmt& s, const std::shared_ptr<Sco
     return Flow::kNormal;
   }
   const int64_t n = static_cast<int64_t>(items.size());
+  // One scope and one `loop` object per loop, refreshed each iteration: a fresh scope per
+  // iteration (Jinja2's semantics) without an allocation per iteration.
+  auto iter_scope = std::make_shared<Scope>();
+  iter_scope->parent = scope;
+  auto index = std::make_shared<int64_t>(0);
+  Value loop = Value::name_space();
+  for (const char* key : {"index", "index0", "revindex", "revindex0", "first", "last", "length", "depth",
+                          "depth0", "previtem", "nextitem"}) {
+    loop.entries().emplace_back(Value::string(key), Value());
+  }
+  loop.entries().emplace_back(Value::string("cycle"), Value::callable("cycle", [index](Interpreter&, CallArgs& args) {
+    if (args.positional.empty()) throw RenderError("loop.cycle() needs at least one argument");
+    return args.positional[static_cast<size_t>(*index) % args.positional.size()];
+  }));
   for (int64_t i = 0; i < n; ++i) {
     step();
-    auto iter_scope = std::make_shared<Scope>();
-    iter_scope->parent = scope;
+    *index = i;
+    iter_scope->vars.clear();
     bind_targets(s, items[static_cast<size_t>(i)], *iter_scope);
-    Dict loop = {
-        {Value::string("index"), Value::integer(i + 1)},
-        {Value::string("index0"), Value::integer(i)},
-        {Value::string("revindex"), Value::integer(n - i)},
-        {Value::string("revindex0"), Value::integer(n - i - 1)},
-        {Value::string("first"), Value::boolean(i == 0)},
-        {Value::string("last"), Value::boolean(i == n - 1)},
-        {Value::string("length"), Value::integer(n)},
-        {Value::string("depth"), Value::integer(1)},
-        {Value::string("depth0"), Value::integer(0)},
-        {Value::string("previtem"), i > 0 ? items[static_cast<size_t>(i - 1)] : Value::undefined("there is no previous item")},
-        {Value::string("nextitem"), i + 1 < n ? items[static_cast<size_t>(i + 1)] : Value::undefined("there is no next item")},
-    };
-    loop.emplace_back(Value::string("cycle"), Value::callable("cycle", [i](Interpreter&, CallArgs& args) {
-      if (args.positional.empty()) throw RenderError("loop.cycle() needs at least one argument");
-      return args.positional[static_cast<size_t>(i) % args.positional.size()];
-    }));
-    iter_scope->vars["loop"] = Value::name_space(std::move(loop));
+    Dict& e = loop.entries();
+    e[0].second = Value::integer(i + 1);
+    e[1].second = Value::integer(i);
+    e[2].second = Value::integer(n - i);
+    e[3].second = Value::integer(n - i - 1);
+    e[4].second = Value::boolean(i == 0);
+    e[5].second = Value::boolean(i == n - 1);
+    e[6].second = Value::integer(n);
+    e[7].second = Value::integer(1);
+    e[8].second = Value::integer(0);
+    e[9].second = i > 0 ? items[static_cast<size_t>(i - 1)] : Value::undefined("there is no previous item");
+    e[10].second = i + 1 < n ? items[static_cast<size_t>(i + 1)] : Value::undefined("there is no next item");
+    iter_scope->vars["loop"] = loop;
     Flow f = exec_body(s.body, iter_scope);
     if (f == Flow::kBreak) break;
   }
@@ -382,10 +397,18 @@ Value Interpreter::eval_slice(const Expr& e, const std::shared_ptr<Scope>& scope
   if (stride == 0) throw RenderError("slice step cannot be zero");
   if (obj.is_undefined()) throw RenderError(undefined_message(obj));
   bool is_str = obj.is_string();
+  if (is_str) charge(obj.as_string().size());
   if (!is_str && !obj.is_list()) throw RenderError("'" + obj.type_name() + "' object is not subscriptable");
-  std::vector<std::string> chars;
-  if (is_str) chars = utf8_chars(obj.as_string());
-  const int64_t n = is_str ? static_cast<int64_t>(chars.size()) : static_cast<int64_t>(obj.items().size());
+  // Byte offsets of each code point (plus the end) so slices copy whole UTF-8 sequences.
+  std::vector<size_t> offsets;
+  if (is_str) {
+    const std::string& str = obj.as_string();
+    for (size_t i = 0; i < str.size(); ++i) {
+      if ((static_cast<unsigned char>(str[i]) & 0xC0) != 0x80 || i == 0) offsets.push_back(i);
+    }
+    offsets.push_back(str.size());
+  }
+  const int64_t n = is_str ? static_cast<int64_t>(offsets.size()) - 1 : static_cast<int64_t>(obj.items().size());
   // Python's PySlice_AdjustIndices.
   auto adjust = [&](int64_t v, bool given, int64_t dflt) {
     if (!given) return dflt;
@@ -398,7 +421,9 @@ Value Interpreter::eval_slice(const Expr& e, const std::shared_ptr<Scope>& scope
   std::string s;
   List items;
   for (int64_t i = start; stride > 0 ? i < stop : i > stop; i += stride) {
-    if (is_str) s += chars[static_cast<size_t>(i)];
+    if (is_str) {
+      s.append(obj.as_string(), offsets[static_cast<size_t>(i)], offsets[static_cast<size_t>(i) + 1] - offsets[static_cast<size_t>(i)]);
+    }
     else items.push_back(obj.items()[static_cast<size_t>(i)]);
   }
   if (is_str) return Value::string(std::move(s));
@@ -431,10 +456,18 @@ Value Interpreter::getitem(const Value& obj, const Value& key) {
       if (i < 0) i += n;
       if (i >= 0 && i < n) return obj.items()[static_cast<size_t>(i)];
     } else {
-      auto chars = utf8_chars(obj.as_string());
-      int64_t n = static_cast<int64_t>(chars.size());
-      if (i < 0) i += n;
-      if (i >= 0 && i < n) return Value::string(chars[static_cast<size_t>(i)]);
+      const std::string& s = obj.as_string();
+      charge(s.size());
+      if (i < 0) i += static_cast<int64_t>(utf8_length(s));
+      if (i >= 0) {
+        // Walk to the i-th code point without splitting the whole string.
+        for (size_t pos = 0, k = 0; pos < s.size(); ++k) {
+          size_t end = pos + 1;
+          while (end < s.size() && (static_cast<unsigned char>(s[end]) & 0xC0) == 0x80) ++end;
+          if (static_cast<int64_t>(k) == i) return Value::string(s.substr(pos, end - pos));
+          pos = end;
+        }
+      }
     }
     return Value::undefined("index " + std::to_string(key.as_int()) + " is out of range");
   }
@@ -475,6 +508,7 @@ List Interpreter::iterate(const Value& v) {
       return keys;
     }
     case Value::Kind::kString: {
+      charge(v.as_string().size());
       List chars;
       for (auto& c : utf8_chars(v.as_string())) chars.push_back(Value::string(std::move(c)));
       return chars;

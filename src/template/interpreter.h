@@ -17,7 +17,7 @@ namespace onebit::tmpl {
 
 // Bounds on one render. Exceeding any is a render error, never a crash or a hang.
 struct RenderLimits {
-  int64_t max_steps = 20'000'000;          // expression evaluations plus loop iterations
+  int64_t max_steps = 5'000'000;            // expression evaluations plus loop iterations
   size_t max_output_bytes = 64u << 20;     // the rendered text and any single string value
   int max_depth = 400;                     // nested evaluation, blocks and macro calls together
 };
@@ -57,6 +57,9 @@ class Interpreter {
   void check_size(size_t n_bytes) const;
   // Counts one unit of work against max_steps.
   void step();
+  // Counts work proportional to `n_bytes` of string handled (one step per 16 bytes), so that
+  // repeated operations on huge strings stay bounded too.
+  void charge(size_t n_bytes);
   const RenderOptions& options() const { return options_; }
 
  private:

@@ -23,6 +23,7 @@ Value repeat(Interpreter& in, const Value& seq, int64_t times) {
     in.check_size(static_cast<size_t>(times) > in.options().limits.max_output_bytes
                       ? static_cast<size_t>(times)
                       : seq.as_string().size() * static_cast<size_t>(times));
+    in.charge(seq.as_string().size() * static_cast<size_t>(times));
     std::string out;
     out.reserve(seq.as_string().size() * static_cast<size_t>(times));
     for (int64_t i = 0; i < times; ++i) out += seq.as_string();
@@ -154,6 +155,7 @@ Value binary_op(Interpreter& in, const std::string& op, const Value& l, const Va
   if (op == "~") {
     std::string a = l.str(), b = r.str();
     in.check_size(a.size() + b.size());
+    in.charge(a.size() + b.size());
     return Value::string(a + b);
   }
   if (l.is_undefined() || r.is_undefined()) throw RenderError(undefined_message(l.is_undefined() ? l : r));
@@ -161,6 +163,7 @@ Value binary_op(Interpreter& in, const std::string& op, const Value& l, const Va
   if (op == "+") {
     if (l.is_string() && r.is_string()) {
       in.check_size(l.as_string().size() + r.as_string().size());
+      in.charge(l.as_string().size() + r.as_string().size());
       return Value::string(l.as_string() + r.as_string());
     }
     if (l.is_list() && r.is_list() && l.kind() == r.kind()) {

@@ -28,7 +28,8 @@ Result<std::string> ChatTemplate::render(const nlohmann::ordered_json& context, 
     return in.output();
   } catch (const tmpl::RenderError& e) {
     if (e.raised_by_template) return make_error(e.what());
-    return make_error(std::string("template render error at ") + e.what());
+    std::string what = e.what();
+    return make_error((what.rfind("line ", 0) == 0 ? "template render error at " : "template render error: ") + what);
   } catch (const std::bad_alloc&) {
     return make_error("template render error: out of memory");
   }
