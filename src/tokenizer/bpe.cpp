@@ -64,22 +64,59 @@ void TokenizerImpl::encode_bpe_piece(std::string_view piece, std::vector<TokenId
       return;
     }
   }
+  std::vector<TokenId> ids;
+  ids.reserve(piece.size());
+  for (unsigned char b : piece) {
+    // HF's BPE without an unknown token drops characters missing from the vocabulary.
+    if (byte_token_[b] >= 0) ids.push_back(byte_token_[b]);
+  }
+  merge_ranked(ids, out);
+}
+
+// HF BPE over characters with byte_fallback and a fused unknown token (SentencePiece-style
+// tokenizer.json files such as TinyStories'): initial symbols, then the ranked merges.
+void TokenizerImpl::encode_spm_ranked(std::string_view text, std::vector<TokenId>& out) const {
+  std::vector<TokenId> ids;
+  ids.reserve(text.size());
+  bool last_unknown = false;
+  for (size_t pos = 0; pos < text.size();) {
+    const size_t len = std::min(utf8_sequence_length(static_cast<uint8_t>(text[pos])), text.size() - pos);
+    const std::string_view ch = text.substr(pos, len);
+    pos += len;
+    if (TokenId id = find(ch); id >= 0) {
+      ids.push_back(id);
+      last_unknown = false;
+      continue;
+    }
+    // byte_fallback only when every byte of the character has a <0xXX> token.
+    bool all_bytes = true;
+    for (unsigned char b : ch) all_bytes = all_bytes && byte_token_[b] >= 0;
+    if (all_bytes) {
+      for (unsigned char b : ch) ids.push_back(byte_token_[b]);
+      last_unknown = false;
+      continue;
+    }
+    if (v_.unk_id >= 0 && !last_unknown) ids.push_back(v_.unk_id);
+    last_unknown = v_.unk_id >= 0;
+  }
+  merge_ranked(ids, out);
+}
+
+// HF tokenizers' Word::merge_all: lowest rank first, then leftmost; an entry whose pair no longer
+// yields the same token is stale and skipped.
+void TokenizerImpl::merge_ranked(const std::vector<TokenId>& ids, std::vector<TokenId>& out) const {
+  if (ids.empty()) return;
   struct Symbol {
     TokenId id;
     int32_t prev;
     int32_t next;
   };
   std::vector<Symbol> syms;
-  syms.reserve(piece.size());
-  for (unsigned char b : piece) {
-    // HF's BPE without an unknown token drops characters missing from the vocabulary.
-    if (byte_token_[b] < 0) continue;
-    const auto n = static_cast<int32_t>(syms.size());
-    syms.push_back({byte_token_[b], n - 1, n + 1});
+  syms.reserve(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    syms.push_back({ids[i], static_cast<int32_t>(i) - 1, static_cast<int32_t>(i) + 1});
   }
-  if (syms.empty()) return;
   syms.back().next = -1;
-
   struct Candidate {
     int32_t rank;
     int32_t pos;

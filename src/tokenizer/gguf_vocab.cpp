@@ -51,7 +51,8 @@ Status read_token_arrays(const GgufFile& f, VocabData& v) {
       v.kinds.push_back(static_cast<TokenKind>(types[i]));
     }
   }
-  if (v.model == VocabModel::kBpe) {
+  // SPM vocabularies converted from an HF BPE tokenizer.json carry merges too (ranked merging).
+  if (v.model == VocabModel::kBpe || f.find("tokenizer.ggml.merges") != nullptr) {
     ONEBIT_ASSIGN_OR_RETURN(auto merges, f.get_string_array("tokenizer.ggml.merges"));
     v.merges.assign(merges.begin(), merges.end());
   }
@@ -89,6 +90,7 @@ Result<VocabData> read_vocab(const GgufFile& f) {
   // Written by `1bit convert --vocab-only` from tokenizer.json, overriding the family defaults.
   ONEBIT_ASSIGN_OR_RETURN(v.ignore_merges, optional_bool(f, "tokenizer.ggml.ignore_merges", v.ignore_merges));
   ONEBIT_ASSIGN_OR_RETURN(v.nfc, optional_bool(f, "tokenizer.ggml.nfc", v.nfc));
+  ONEBIT_ASSIGN_OR_RETURN(v.normalized_specials, optional_bool(f, "tokenizer.ggml.normalized_specials", false));
   return v;
 }
 

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <unordered_map>
 
 #include <nlohmann/json.hpp>
 
@@ -76,19 +77,22 @@ Status read_model(const json& tj, const std::string& where, VocabData& v) {
     return make_error(where + ": model.type must be \"BPE\" (byte-level BPE); other models are not converted yet");
   }
   const json& m = tj["model"];
-  if (m.value("byte_fallback", false) || !m.value("continuing_subword_prefix", json("")).is_null() &&
-                                            !m.value("continuing_subword_prefix", json("")).get<std::string>().empty()) {
-    return make_error(where + ": model.byte_fallback / continuing_subword_prefix are set; only byte-level BPE "
-                              "(GPT-2 style) tokenizer.json files are converted");
+  const json prefix = m.value("continuing_subword_prefix", json());
+  const json suffix = m.value("end_of_word_suffix", json());
+  if ((prefix.is_string() && !prefix.get<std::string>().empty()) || (suffix.is_string() && !suffix.get<std::string>().empty())) {
+    return make_error(where + ": model.continuing_subword_prefix / end_of_word_suffix are set; such BPE models "
+                              "are not supported (byte-level or SentencePiece-style BPE only)");
   }
   v.ignore_merges = m.value("ignore_merges", false);
   std::map<int64_t, std::string> by_id;
   for (const auto& [text, id] : m["vocab"].items()) by_id[id.get<int64_t>()] = text;
   std::map<int64_t, TokenKind> added_kind;
+  bool any_normalized = false;
   for (const json& a : tj.value("added_tokens", json::array())) {
     const int64_t id = a.value("id", -1);
     by_id[id] = a.value("content", "");
     added_kind[id] = a.value("special", false) ? TokenKind::kControl : TokenKind::kUserDefined;
+    any_normalized = any_normalized || a.value("normalized", false);
   }
   if (by_id.empty() || by_id.begin()->first < 0) return make_error(where + ": the vocabulary is empty or has negative ids");
   const int64_t n = by_id.rbegin()->first + 1;
@@ -103,13 +107,46 @@ Status read_model(const json& tj, const std::string& where, VocabData& v) {
     }
     v.tokens[i] = it->second;
     if (auto k = added_kind.find(i); k != added_kind.end()) v.kinds[i] = k->second;
+    if (m.contains("unk_token") && m["unk_token"].is_string() && v.tokens[i] == m["unk_token"].get<std::string>()) {
+      v.kinds[i] = TokenKind::kUnknown;
+      v.unk_id = static_cast<TokenId>(i);
+    }
+    if (v.tokens[i].size() == 6 && v.tokens[i].rfind("<0x", 0) == 0 && v.tokens[i][5] == '>') v.kinds[i] = TokenKind::kByte;
   }
+  v.normalized_specials = any_normalized;
   for (const json& merge : m.value("merges", json::array())) {
     if (merge.is_string()) v.merges.push_back(merge.get<std::string>());
     else if (merge.is_array() && merge.size() == 2) v.merges.push_back(merge[0].get<std::string>() + " " + merge[1].get<std::string>());
     else return make_error(where + ": model.merges has an entry that is neither \"A B\" nor [\"A\", \"B\"]");
   }
   return ok_status();
+}
+
+// HF's SentencePiece-style BPE (transformers' LlamaConverter, legacy): byte_fallback, no
+// pre-tokenizer, normalizer Prepend("▁") + Replace(" ", "▁").
+bool is_spm_style(const json& tj) {
+  const json n = tj.value("normalizer", json());
+  if (!tj.value("pre_tokenizer", json()).is_null() || !n.is_object() || n.value("type", "") != "Sequence") return false;
+  const json& seq = n["normalizers"];
+  return seq.size() == 2 && seq[0].value("type", "") == "Prepend" && seq[0].value("prepend", "") == "\u2581" &&
+         seq[1].value("type", "") == "Replace" && seq[1].value("content", "") == "\u2581" &&
+         seq[1]["pattern"].value("String", "") == " ";
+}
+
+// Scores for the SPM vocabulary: -(rank + 1) of the first merge that makes a token, so that
+// llama.cpp's score-driven merging of this GGUF follows the merge order; 0 for the rest.
+void spm_scores_from_merges(VocabData& v) {
+  std::unordered_map<std::string, size_t> first_rank;
+  for (size_t r = 0; r < v.merges.size(); ++r) {
+    const std::string& m = v.merges[r];
+    const size_t space = m.find(' ', 1);
+    if (space == std::string::npos) continue;
+    first_rank.emplace(m.substr(0, space) + m.substr(space + 1), r);
+  }
+  v.scores.assign(v.tokens.size(), 0.0f);
+  for (size_t i = 0; i < v.tokens.size(); ++i) {
+    if (auto it = first_rank.find(v.tokens[i]); it != first_rank.end()) v.scores[i] = -static_cast<float>(it->second + 1);
+  }
 }
 
 Status read_normalizer(const json& tj, const std::string& where, VocabData& v) {
@@ -134,7 +171,7 @@ void read_specials(const json& tj, const json& config, HfTokenizer& out) {
   VocabData& v = out.vocab;
   v.bos_id = id_of(v, config_token(config, "bos_token"));
   v.eos_id = id_of(v, config_token(config, "eos_token"));
-  v.unk_id = id_of(v, config_token(config, "unk_token"));
+  if (TokenId unk = id_of(v, config_token(config, "unk_token")); unk >= 0) v.unk_id = unk;
   v.pad_id = id_of(v, config_token(config, "pad_token"));
   v.add_bos = config.value("add_bos_token", false);
   v.add_eos = config.value("add_eos_token", false);
@@ -172,15 +209,23 @@ Result<HfTokenizer> read_hf_tokenizer(const std::string& tokenizer_json_path) {
   const std::string where = path.string();
   HfTokenizer out;
   VocabData& v = out.vocab;
-  v.model = VocabModel::kBpe;
-  v.add_space_prefix = false;
   ONEBIT_TRY(read_model(tj, where, v));
-  ONEBIT_TRY(read_normalizer(tj, where, v));
-  auto pre = detect_pre(tj.value("pre_tokenizer", json()));
-  if (!pre.ok()) return with_context(where, pre.error());
-  v.pre = *pre;
-  if (!is_byte_level(tj.value("decoder", json()))) {
-    return make_error(where + ": decoder is not ByteLevel; only byte-level BPE tokenizers are converted");
+  if (is_spm_style(tj)) {
+    v.model = VocabModel::kSpm;
+    v.add_space_prefix = true;
+    v.pre = "default";
+    spm_scores_from_merges(v);
+  } else {
+    v.model = VocabModel::kBpe;
+    v.add_space_prefix = false;
+    v.normalized_specials = false;  // no normalizer that changes them (NFC leaves ASCII alone)
+    ONEBIT_TRY(read_normalizer(tj, where, v));
+    auto pre = detect_pre(tj.value("pre_tokenizer", json()));
+    if (!pre.ok()) return with_context(where, pre.error());
+    v.pre = *pre;
+    if (!is_byte_level(tj.value("decoder", json()))) {
+      return make_error(where + ": decoder is not ByteLevel; only byte-level and SentencePiece-style BPE are converted");
+    }
   }
   json config = json::object();
   const fs::path config_path = path.parent_path() / "tokenizer_config.json";
@@ -209,7 +254,11 @@ Status write_vocab_gguf(const HfTokenizer& tok, const std::string& out_path) {
   types.reserve(v.kinds.size());
   for (TokenKind k : v.kinds) types.push_back(static_cast<int32_t>(k));
   w.set_array<int32_t>("tokenizer.ggml.token_type", types);
-  if (v.model == VocabModel::kBpe) w.set_string_array("tokenizer.ggml.merges", std::span<const std::string>(v.merges));
+  if (v.model == VocabModel::kSpm) {
+    w.set_array<float>("tokenizer.ggml.scores", v.scores);
+    w.set_bool("tokenizer.ggml.add_space_prefix", v.add_space_prefix);
+  }
+  if (!v.merges.empty()) w.set_string_array("tokenizer.ggml.merges", std::span<const std::string>(v.merges));
   const std::pair<const char*, TokenId> ids[] = {{"tokenizer.ggml.bos_token_id", v.bos_id},
                                                  {"tokenizer.ggml.eos_token_id", v.eos_id},
                                                  {"tokenizer.ggml.unknown_token_id", v.unk_id},
@@ -226,6 +275,7 @@ Status write_vocab_gguf(const HfTokenizer& tok, const std::string& out_path) {
   apply_pre_tokenizer_defaults(defaults);
   if (v.ignore_merges != defaults.ignore_merges) w.set_bool("tokenizer.ggml.ignore_merges", v.ignore_merges);
   if (v.nfc != defaults.nfc) w.set_bool("tokenizer.ggml.nfc", v.nfc);
+  if (v.normalized_specials) w.set_bool("tokenizer.ggml.normalized_specials", true);
   if (!tok.chat_template.empty()) w.set_string("tokenizer.chat_template", tok.chat_template);
   return w.write_file(out_path);
 }

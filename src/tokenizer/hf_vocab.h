@@ -1,5 +1,6 @@
 // Hugging Face tokenizer.json (+ tokenizer_config.json beside it) -> VocabData, and the
-// vocab-only GGUF that `1bit convert --vocab-only` writes from it. Byte-level BPE only for now.
+// vocab-only GGUF that `1bit convert --vocab-only` writes from it. Byte-level BPE and
+// SentencePiece-style BPE (byte_fallback, Prepend/Replace "▁" normalizer).
 #pragma once
 
 #include <string>

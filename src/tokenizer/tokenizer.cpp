@@ -93,32 +93,46 @@ Status TokenizerImpl::build() {
       append_utf8(byte_to_unicode()[b], s);
       byte_token_[b] = find(s);
     }
-    merges_.reserve(v_.merges.size());
-    for (size_t rank = 0; rank < v_.merges.size(); ++rank) {
-      const std::string& m = v_.merges[rank];
-      const size_t space = m.find(' ', 1);
-      if (space == std::string::npos) {
-        return make_error("tokenizer.ggml.merges[" + std::to_string(rank) + "] = '" + m +
-                          "' has no space between its two parts; each merge is 'LEFT RIGHT'");
-      }
-      const std::string_view sv(m);
-      const TokenId a = find(sv.substr(0, space)), b = find(sv.substr(space + 1));
-      const TokenId merged = find(std::string(sv.substr(0, space)) + std::string(sv.substr(space + 1)));
-      // HF refuses such merges at load; they can never apply, so they are skipped here.
-      if (a < 0 || b < 0 || merged < 0) continue;
-      merges_.emplace(merge_key(a, b), std::make_pair(static_cast<int32_t>(rank), merged));
-    }
   }
-  for (size_t i = 0; i < n; ++i) {
-    if (is_special_kind(v_.kinds[i]) && !v_.tokens[i].empty()) {
-      specials_by_byte_[static_cast<uint8_t>(v_.tokens[i][0])].push_back(static_cast<TokenId>(i));
+  ONEBIT_TRY(build_merges());
+  build_specials();
+  return ok_status();
+}
+
+// Ranked merges: byte-level BPE, and SPM vocabularies converted from an HF BPE tokenizer.json.
+Status TokenizerImpl::build_merges() {
+  merges_.reserve(v_.merges.size());
+  for (size_t rank = 0; rank < v_.merges.size(); ++rank) {
+    const std::string& m = v_.merges[rank];
+    const size_t space = m.find(' ', 1);
+    if (space == std::string::npos) {
+      return make_error("tokenizer.ggml.merges[" + std::to_string(rank) + "] = '" + m +
+                        "' has no space between its two parts; each merge is 'LEFT RIGHT'");
     }
+    const std::string_view sv(m);
+    const TokenId a = find(sv.substr(0, space)), b = find(sv.substr(space + 1));
+    const TokenId merged = find(std::string(sv.substr(0, space)) + std::string(sv.substr(space + 1)));
+    // HF refuses such merges at load; they can never apply, so they are skipped here.
+    if (a < 0 || b < 0 || merged < 0) continue;
+    merges_.emplace(merge_key(a, b), std::make_pair(static_cast<int32_t>(rank), merged));
+  }
+  return ok_status();
+}
+
+// Special tokens by first byte, longest first, for split_special.
+void TokenizerImpl::build_specials() {
+  const size_t n = v_.tokens.size();
+  special_pattern_.assign(n, std::string());
+  for (size_t i = 0; i < n; ++i) {
+    if (!is_special_kind(v_.kinds[i]) || v_.tokens[i].empty()) continue;
+    // HF matches "normalized" added tokens in the normalized text, by their normalized form.
+    special_pattern_[i] = v_.normalized_specials ? escape_spm_spaces(" " + v_.tokens[i]) : v_.tokens[i];
+    specials_by_byte_[static_cast<uint8_t>(special_pattern_[i][0])].push_back(static_cast<TokenId>(i));
   }
   for (auto& list : specials_by_byte_) {
     std::stable_sort(list.begin(), list.end(),
-                     [&](TokenId a, TokenId b) { return v_.tokens[a].size() > v_.tokens[b].size(); });
+                     [&](TokenId a, TokenId b) { return special_pattern_[a].size() > special_pattern_[b].size(); });
   }
-  return ok_status();
 }
 
 TokenId TokenizerImpl::find(std::string_view text) const {
@@ -136,7 +150,7 @@ std::vector<TokenizerImpl::Fragment> TokenizerImpl::split_special(std::string_vi
     TokenId hit = -1;
     for (TokenId id : specials_by_byte_[static_cast<uint8_t>(text[i])]) {
       if (!parse_special && v_.kinds[id] != TokenKind::kUserDefined) continue;
-      if (text.compare(i, v_.tokens[id].size(), v_.tokens[id]) == 0) {
+      if (text.compare(i, special_pattern_[id].size(), special_pattern_[id]) == 0) {
         hit = id;
         break;
       }
@@ -147,7 +161,7 @@ std::vector<TokenizerImpl::Fragment> TokenizerImpl::split_special(std::string_vi
     }
     if (last < i) out.push_back({-1, text.substr(last, i - last)});
     out.push_back({hit, {}});
-    i += v_.tokens[hit].size();
+    i += special_pattern_[hit].size();
     last = i;
   }
   if (last < text.size()) out.push_back({-1, text.substr(last)});
@@ -159,6 +173,11 @@ std::vector<TokenId> TokenizerImpl::encode(std::string_view text, const EncodeOp
   if (options.add_bos && v_.bos_id >= 0) out.push_back(v_.bos_id);
   // llama.cpp llama_tokenize_impl: SPM text gets a leading space at the start and after each
   // special token (HF's Prepend normalizer runs on each segment between added tokens).
+  if (v_.normalized_specials) {
+    encode_normalized_first(text, options, out);
+    if (options.add_eos && v_.eos_id >= 0) out.push_back(v_.eos_id);
+    return out;
+  }
   bool prev_special = true;
   for (const Fragment& f : split_special(text, options.parse_special)) {
     if (f.token >= 0) {
@@ -169,7 +188,8 @@ std::vector<TokenId> TokenizerImpl::encode(std::string_view text, const EncodeOp
     if (v_.model == VocabModel::kSpm) {
       std::string s = (v_.add_space_prefix && prev_special) ? " " : "";
       s += f.text;
-      encode_spm(escape_spm_spaces(s), out);
+      if (merges_.empty()) encode_spm(escape_spm_spaces(s), out);
+      else encode_spm_ranked(escape_spm_spaces(s), out);
     } else {
       encode_bpe_text(f.text, out);
     }
@@ -177,6 +197,19 @@ std::vector<TokenId> TokenizerImpl::encode(std::string_view text, const EncodeOp
   }
   if (options.add_eos && v_.eos_id >= 0) out.push_back(v_.eos_id);
   return out;
+}
+
+// SPM vocabularies whose HF added tokens are "normalized": HF normalizes the whole text first
+// (one "▁" in front, spaces to "▁") and then splits the added tokens out of the result.
+void TokenizerImpl::encode_normalized_first(std::string_view text, const EncodeOptions& options,
+                                            std::vector<TokenId>& out) const {
+  if (text.empty()) return;
+  const std::string normalized = escape_spm_spaces((v_.add_space_prefix ? " " : "") + std::string(text));
+  for (const Fragment& f : split_special(normalized, options.parse_special)) {
+    if (f.token >= 0) out.push_back(f.token);
+    else if (merges_.empty()) encode_spm(f.text, out);
+    else encode_spm_ranked(f.text, out);
+  }
 }
 
 std::string TokenizerImpl::token_to_piece(TokenId id) const {
@@ -210,7 +243,9 @@ std::string TokenizerImpl::decode(const std::vector<TokenId>& ids, bool skip_spe
     const TokenKind k = v_.kinds[id];
     if (k == TokenKind::kControl) {
       if (!skip_special) out += v_.tokens[id];
-      at_text_start = true;
+      // Only the encoder that prefixes every segment after a special token gets a space back;
+      // with normalized specials only the first text piece carries the prefix.
+      if (!v_.normalized_specials) at_text_start = true;
       continue;
     }
     std::string piece = token_to_piece(id);

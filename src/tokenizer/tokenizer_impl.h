@@ -46,10 +46,15 @@ class TokenizerImpl {
     std::string_view text;
   };
   Status build();
+  Status build_merges();
+  void build_specials();
   std::vector<Fragment> split_special(std::string_view text, bool parse_special) const;
+  void encode_normalized_first(std::string_view text, const EncodeOptions& options, std::vector<TokenId>& out) const;
   void encode_spm(std::string_view text, std::vector<TokenId>& out) const;
   void encode_bpe_text(std::string_view text, std::vector<TokenId>& out) const;
   void encode_bpe_piece(std::string_view piece, std::vector<TokenId>& out) const;
+  void encode_spm_ranked(std::string_view text, std::vector<TokenId>& out) const;
+  void merge_ranked(const std::vector<TokenId>& ids, std::vector<TokenId>& out) const;
   TokenId find(std::string_view text) const;
   uint64_t merge_key(TokenId a, TokenId b) const { return (uint64_t(uint32_t(a)) << 32) | uint32_t(b); }
 
@@ -60,6 +65,7 @@ class TokenizerImpl {
   std::unordered_map<uint64_t, std::pair<int32_t, TokenId>> merges_;  // (left, right) -> (rank, merged)
   // Special tokens by first byte, longest first within each list.
   std::array<std::vector<TokenId>, 256> specials_by_byte_;
+  std::vector<std::string> special_pattern_;  // [n_vocab] text matched for a special token, or empty
 };
 
 }  // namespace onebit

@@ -32,6 +32,9 @@ struct VocabData {
   bool add_space_prefix = true;  // kSpm: prefix a space to text at the start / after a special
   bool ignore_merges = false;    // kBpe: a piece that is a whole token is not merged (Llama 3)
   bool nfc = false;              // apply NFC to text segments before pre-tokenization (Qwen2)
+  // kSpm: HF added tokens with "normalized": true: the whole text is normalized ("▁" prefix,
+  // spaces to "▁") before special tokens, in their normalized form, are split out.
+  bool normalized_specials = false;
 };
 
 // llama.cpp/HF defaults for a model family: ignore_merges for llama-bpe, NFC for qwen2.

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "tokenizer/hf_vocab.h"
 #include "tokenizer_test_util.h"
@@ -74,6 +75,35 @@ TEST(HfVocab, SpecialIdsFromConfig) {
   EXPECT_EQ(t->encode("<|start_header_id|>user<|end_header_id|>\n\nhello<|eot_id|>", {.add_bos = true}),
             (std::vector<TokenId>{128000, 128006, 882, 128007, 271, 15339, 128009}));
   EXPECT_TRUE(t->is_end_of_generation(128009));
+}
+
+// TinyStories-656K: SentencePiece-style BPE (byte_fallback, "▁" normalizer, normalized added
+// tokens) converted to a "llama" GGUF with merges; the GGUF must encode the HF goldens too.
+TEST(HfVocab, TinyStoriesSpmStyleThroughGguf) {
+  const std::string rel = "models/tinystories-656K/tokenizer.json";
+  ONEBIT_REQUIRE_TESTDATA(rel);
+  auto hf = read_hf_tokenizer(testdata_path(rel));
+  ASSERT_TRUE(hf.ok()) << hf.message();
+  EXPECT_EQ(hf->vocab.model, VocabModel::kSpm);
+  EXPECT_TRUE(hf->vocab.normalized_specials);
+  EXPECT_EQ(hf->vocab.bos_id, 1);  // <|start_story|>
+  EXPECT_TRUE(hf->vocab.add_bos);
+  const auto out = std::filesystem::temp_directory_path() / "onebit-vocab-tinystories.gguf";
+  ASSERT_TRUE(write_vocab_gguf(*hf, out.string()).ok());
+  auto loaded = load_gguf_tokenizer(out.string());
+  ASSERT_TRUE(loaded.tokenizer.has_value()) << loaded.error;
+  std::ifstream golden(source_path("tests/golden/tokenizer/tinystories-656k.jsonl"));
+  int n = 0, bad = 0;
+  for (std::string line; std::getline(golden, line); ++n) {
+    auto j = nlohmann::json::parse(line);
+    if (loaded.tokenizer->encode(j["text"].get<std::string>()) != j["ids"].get<std::vector<TokenId>>()) ++bad;
+  }
+  EXPECT_GE(n, 500);
+  EXPECT_EQ(bad, 0);
+  const auto ids = loaded.tokenizer->encode("Once upon a time", {.add_bos = true});
+  EXPECT_EQ(ids.front(), 1);
+  EXPECT_EQ(loaded.tokenizer->decode(ids, /*skip_special=*/true), "Once upon a time");
+  std::filesystem::remove(out);
 }
 
 TEST(HfVocab, MissingFileIsAnError) {

@@ -9,13 +9,14 @@ For each family it builds a `tokenizers.Tokenizer`:
                      as in the published tokenizer.json (ByteLevel regex; Digits + ByteLevel;
                      deepseek-llm's Split sequence), control tokens as special added tokens and
                      user-defined tokens as non-special added tokens;
+  tinystories-656k   the real tokenizer.json of models/tinystories-656K (SentencePiece-style BPE);
   llama-spm, phi-3   rebuilt as transformers' LlamaConverter (legacy) builds Llama/Phi-3 fast
                      tokenizers: BPE with byte_fallback and merges from the vocabulary ordered by
                      score (SentencePieceExtractor), normalizer Prepend("▁") + Replace(" ", "▁").
 Before the cases, each rebuilt tokenizer must reproduce llama.cpp's .inp/.out vectors (ids that
 HF produced with the original tokenizer.json), which checks the reconstruction.
 
-usage: hf_reference.py --data DIR --cases cases.jsonl --out OUTDIR [--families a,b]
+usage: hf_reference.py --data DIR --cases cases.jsonl --out OUTDIR [--families a,b/nospecial]
 DIR holds vocab/ggml-vocab-*.gguf(.inp/.out) and tokenizers/{qwen3,llama3}/tokenizer.json
 (the layout of ../shared/testdata). Writes OUTDIR/hf_FAMILY.txt.gz (one line of ids per case,
 add_special_tokens=False, special tokens parsed) and OUTDIR/report.txt.
@@ -133,6 +134,8 @@ def spm_from_gguf(meta):
 
 
 def build(family, data):
+    if family == "tinystories-656k":
+        return Tokenizer.from_file(os.path.join(data, "models/tinystories-656K/tokenizer.json"))
     if family == "qwen2":
         return Tokenizer.from_file(os.path.join(data, "tokenizers/qwen3/tokenizer.json"))
     if family == "llama-bpe":
@@ -145,6 +148,8 @@ def build(family, data):
 
 def check_vectors(tok, family, data):
     base = os.path.join(data, "vocab/ggml-vocab-%s.gguf" % family)
+    if not os.path.exists(base + ".inp"):
+        return [], 0
     with open(base + ".inp", encoding="utf-8", newline="") as f:
         inputs = f.read().split("\n__ggml_vocab_test__\n")
     with open(base + ".out", encoding="utf-8") as f:
@@ -169,19 +174,25 @@ def main():
         texts = [json.loads(line)["text"] for line in f if line.strip()]
     os.makedirs(args.out, exist_ok=True)
     report = ["tokenizers %s, %d cases" % (tokenizers.__version__, len(texts))]
-    for family in args.families.split(","):
+    for spec in args.families.split(","):
+        # FAMILY/nospecial: special tokens written in the text stay text (encode_special_tokens,
+        # transformers' split_special_tokens), as `1bit tokenize --no-special`.
+        family, _, variant = spec.partition("/")
         try:
             t0 = time.time()
             tok = build(family, args.data)
             bad, total = check_vectors(tok, family, args.data)
+            if variant == "nospecial":
+                tok.encode_special_tokens = True
             encs = tok.encode_batch(texts, add_special_tokens=False)
-            with gzip.open(os.path.join(args.out, "hf_%s.txt.gz" % family), "wt") as f:
+            name = family + (".nospecial" if variant == "nospecial" else "")
+            with gzip.open(os.path.join(args.out, "hf_%s.txt.gz" % name), "wt") as f:
                 for e in encs:
                     f.write(" ".join(map(str, e.ids)) + "\n")
-            report.append("%s: vectors %d/%d mismatched; %d cases in %.1fs" % (family, len(bad), total, len(texts), time.time() - t0))
+            report.append("%s: vectors %d/%d mismatched; %d cases in %.1fs" % (spec, len(bad), total, len(texts), time.time() - t0))
             report.extend("  " + b for b in bad[:5])
         except Exception as e:  # one family's failure must not lose the others
-            report.append("%s: FAILED %r" % (family, e))
+            report.append("%s: FAILED %r" % (spec, e))
         print(report[-1], flush=True)
     with open(os.path.join(args.out, "report.txt"), "w") as f:
         f.write("\n".join(report) + "\n")
