@@ -185,6 +185,7 @@ Value f_round(Interpreter&, const Value& v, CallArgs& args) {
   if (!v.is_number()) throw RenderError("round: expected a number, got " + v.type_name());
   int64_t precision = std::clamp<int64_t>(int_arg(args, 0, "precision", 0), -300, 300);
   std::string method = str_arg(args, 1, "method", "common");
+  if (method == "common" && !v.is_float()) return Value::integer(v.as_int());  // round(int) is an int
   double scale = std::pow(10.0, static_cast<double>(precision));
   double x = v.as_double() * scale;
   if (method == "common") x = std::nearbyint(x);  // Python round(): ties to even
