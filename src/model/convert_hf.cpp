@@ -4,6 +4,7 @@
 #include "model/convert_hf.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -33,9 +34,10 @@ struct HfConfig {
   bool explicit_head_dim = false;
   bool tied = false;
   double rms_norm_eps = 1e-6, rope_theta = 10000.0;
-  std::string rope_scaling = "none";  // none, linear, yarn
+  std::string rope_scaling = "none";  // none, linear, yarn, llama3 (as rope_freqs.weight)
   double rope_factor = 1.0;
   int64_t rope_original_context = 0;
+  double llama3_low_freq_factor = 1.0, llama3_high_freq_factor = 4.0;
 };
 
 Result<int64_t> req_int(const json& c, const char* key, int64_t min, int64_t max) {
@@ -59,14 +61,22 @@ Status read_rope(const json& c, HfConfig& h) {
   if (rs->contains("rope_type") && (*rs)["rope_type"].is_string()) type = (*rs)["rope_type"].get<std::string>();
   else if (rs->contains("type") && (*rs)["type"].is_string()) type = (*rs)["type"].get<std::string>();
   if (type == "default") return ok_status();
-  if (type != "linear" && type != "yarn") {
-    return cfg_error("rope scaling type '" + type + "' is not supported yet; supported: default, linear, yarn");
+  if (type != "linear" && type != "yarn" && type != "llama3") {
+    return cfg_error("rope scaling type '" + type + "' is not supported yet; supported: default, linear, yarn, llama3");
   }
   h.rope_scaling = type;
   if (!rs->contains("factor") || !(*rs)["factor"].is_number()) return cfg_error("rope scaling needs a numeric factor");
   h.rope_factor = (*rs)["factor"].get<double>();
   if (rs->contains("original_max_position_embeddings")) {
     h.rope_original_context = (*rs)["original_max_position_embeddings"].get<int64_t>();
+  }
+  if (type == "llama3") {
+    h.llama3_low_freq_factor = rs->value("low_freq_factor", 1.0);
+    h.llama3_high_freq_factor = rs->value("high_freq_factor", 4.0);
+    if (h.rope_original_context <= 0) h.rope_original_context = 8192;
+    if (!(h.llama3_high_freq_factor > h.llama3_low_freq_factor && h.llama3_low_freq_factor > 0)) {
+      return cfg_error("rope scaling llama3 needs 0 < low_freq_factor < high_freq_factor");
+    }
   }
   return ok_status();
 }
@@ -204,6 +214,30 @@ Result<OutTensor> encode(const SafetensorsTensor& t, const std::string& name, Gg
   return out;
 }
 
+// Llama 3.1 rope scaling as per-frequency divisors (llama.cpp LlamaModel.generate_extra_tensors,
+// HF _compute_llama3_parameters): long wavelengths slow down by `factor`, short ones stay, the
+// band between is blended. Computed in float as both references do.
+OutTensor llama3_rope_freqs(const HfConfig& h) {
+  OutTensor t{"rope_freqs.weight", GgmlType::kF32, {uint64_t(h.head_dim / 2)}, {}};
+  const float factor = float(h.rope_factor), low = float(h.llama3_low_freq_factor);
+  const float high = float(h.llama3_high_freq_factor), old_ctx = float(h.rope_original_context);
+  const float low_freq_wavelen = old_ctx / low, high_freq_wavelen = old_ctx / high;
+  for (int64_t i = 0; i < h.head_dim / 2; ++i) {
+    const float freq = 1.0f / std::pow(float(h.rope_theta), float(2 * i) / float(h.head_dim));
+    const float wavelen = 2.0f * float(M_PI) / freq;
+    float f = 1.0f;
+    if (wavelen > low_freq_wavelen) {
+      f = factor;
+    } else if (wavelen >= high_freq_wavelen) {
+      const float smooth = (old_ctx / wavelen - low) / (high - low);
+      f = 1.0f / ((1.0f - smooth) / factor + smooth);
+    }
+    const auto* b = reinterpret_cast<const uint8_t*>(&f);
+    t.bytes.insert(t.bytes.end(), b, b + 4);
+  }
+  return t;
+}
+
 uint32_t file_type(GgmlType t) {  // llama_ftype: ALL_F32 0, MOSTLY_F16 1, MOSTLY_Q8_0 7, MOSTLY_BF16 32
   switch (t) {
     case GgmlType::kF32: return 0;
@@ -232,7 +266,7 @@ void write_hparams(GgufWriter& w, const HfConfig& h, const std::string& name, Gg
     w.set_uint32(a + "attention.key_length", static_cast<uint32_t>(h.head_dim));
     w.set_uint32(a + "attention.value_length", static_cast<uint32_t>(h.head_dim));
   }
-  if (h.rope_scaling != "none") {
+  if (h.rope_scaling == "linear" || h.rope_scaling == "yarn") {
     w.set_string(a + "rope.scaling.type", h.rope_scaling);
     w.set_float32(a + "rope.scaling.factor", static_cast<float>(h.rope_factor));
     if (h.rope_original_context > 0) {
@@ -307,6 +341,7 @@ Result<ConvertReport> convert_hf(const ConvertOptions& o) {
     ONEBIT_ASSIGN_OR_RETURN(OutTensor ot, encode(t, name, type, permute));
     out.push_back(std::move(ot));
   }
+  if (h.rope_scaling == "llama3") out.push_back(llama3_rope_freqs(h));
   if (embed->name == "lm_head.weight") {
     ONEBIT_ASSIGN_OR_RETURN(OutTensor ot, encode(*embed, "token_embd.weight", o.out_type, 0));
     out.push_back(std::move(ot));

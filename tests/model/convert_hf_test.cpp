@@ -150,7 +150,8 @@ TEST_P(TinyModels, ReducedTypesStayClose) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Golden, TinyModels, ::testing::Values("tiny-llama", "tiny-qwen2", "tiny-qwen3"));
+INSTANTIATE_TEST_SUITE_P(Golden, TinyModels, ::testing::Values("tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-llama-rope-linear",
+                                           "tiny-llama-rope-llama3", "tiny-qwen2-yarn"));
 
 TEST(TinyStories656K, F32MatchesTransformers) {
   ONEBIT_REQUIRE_TESTDATA("models/tinystories-656K/model.safetensors");

@@ -18,7 +18,7 @@ import tarfile
 import torch
 import transformers
 
-SCRIPT_VERSION = 1
+SCRIPT_VERSION = 2  # 2: rope-scaling variants (linear, llama3, yarn); v1 models unchanged
 SEED = 1234
 # Fixed token-id prompts (all ids < every tiny vocabulary).
 PROMPTS = [[5], [1, 17, 42, 99, 250], [3, 77, 8, 8, 120, 64, 31, 200, 11, 150, 2, 90]]
@@ -118,6 +118,35 @@ def tiny_configs(vocab):
     return cfgs
 
 
+def rope_kwargs(theta, scaling):
+    """rope settings for transformers 4 (rope_theta + rope_scaling) or 5 (rope_parameters)."""
+    if int(transformers.__version__.split(".")[0]) >= 5:
+        return {"rope_parameters": {"rope_theta": theta, **scaling}}
+    return {"rope_theta": theta, "rope_scaling": scaling}
+
+
+def rope_variant_configs(vocab):
+    """One-layer tied models whose RoPE is scaled; greedy runs reach position 76."""
+    common = dict(vocab_size=vocab, hidden_size=64, intermediate_size=128, num_hidden_layers=1,
+                  num_attention_heads=4, num_key_value_heads=2, bos_token_id=0, eos_token_id=0,
+                  tie_word_embeddings=True)
+    return {
+        "tiny-llama-rope-linear": ("LlamaForCausalLM", "linear", transformers.LlamaConfig(
+            **common, max_position_embeddings=256, rms_norm_eps=1e-5,
+            **rope_kwargs(10000.0, {"rope_type": "linear", "factor": 2.0}))),
+        "tiny-llama-rope-llama3": ("LlamaForCausalLM", "llama3", transformers.LlamaConfig(
+            **common, max_position_embeddings=512, rms_norm_eps=1e-5,
+            **rope_kwargs(10000.0, {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                    "high_freq_factor": 4.0,
+                                    "original_max_position_embeddings": 64}))),
+        # HF takes YaRN's factor as max_position_embeddings / original (128 / 32 = 4).
+        "tiny-qwen2-yarn": ("Qwen2ForCausalLM", "yarn", transformers.Qwen2Config(
+            **common, max_position_embeddings=128, rms_norm_eps=1e-6,
+            **rope_kwargs(10000.0, {"rope_type": "yarn", "factor": 4.0,
+                                    "original_max_position_embeddings": 32}))),
+    }
+
+
 def add_dir(tar, src_dir, arc_dir):
     for f in sorted(os.listdir(src_dir)):
         tar.add(os.path.join(src_dir, f), arcname=f"{arc_dir}/{f}")
@@ -157,6 +186,26 @@ def main():
             json.dump(g, f)
         print(name, "greedy", g["greedy"][:16], "min top2 gap", g["greedy_min_top2_gap"])
         add_dir(tar, d, name)
+
+    for j, (name, (cls_name, rope_type, cfg)) in enumerate(rope_variant_configs(vocab).items()):
+        try:
+            cfg._attn_implementation = "eager"
+            model = getattr(transformers, cls_name)(cfg).float().eval()
+            got = getattr(model.model.rotary_emb, "rope_type", "?")
+            if got != rope_type:
+                raise RuntimeError(f"rotary_emb.rope_type is {got}, wanted {rope_type}")
+            print(name, "attention_scaling", model.model.rotary_emb.attention_scaling)
+            randomize(model, SEED + 10 + j)
+            d = os.path.join(work, name)
+            model.save_pretrained(d, safe_serialization=True)
+            g = goldens(model, PROMPTS, N_GREEDY)
+            g["model"] = cls_name
+            with open(os.path.join(d, "golden.json"), "w") as f:
+                json.dump(g, f)
+            print(name, "greedy", g["greedy"][:16], "min top2 gap", g["greedy_min_top2_gap"])
+            add_dir(tar, d, name)
+        except Exception as e:  # keep the other goldens when one variant fails
+            print(name, "FAILED:", repr(e), file=sys.stderr)
 
     if args.tinystories:
         model = transformers.AutoModelForCausalLM.from_pretrained(
