@@ -39,7 +39,7 @@ constexpr uint16_t fp32_to_fp16(float f) {
   const uint32_t abs = x & 0x7fffffffu;
   if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u | ((abs >> 13) & 0x3ffu));
   if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // >= 65520: Inf
-  if (abs >= 0x38800000u) {  // >= 2^-14: a normal half
+  if (abs >= 0x38800000u) {                                              // >= 2^-14: a normal half
     // Add just under half an ulp (plus the lsb for ties-to-even); a carry bumps the exponent.
     const uint32_t rounded = abs + 0x0fffu + ((abs >> 13) & 1u);
     return static_cast<uint16_t>(sign | ((rounded - ((127u - 15u) << 23)) >> 13));
@@ -57,9 +57,7 @@ constexpr uint16_t fp32_to_fp16(float f) {
 }
 
 // Bfloat16 bits -> float, exact (the top half of the float's bits).
-constexpr float bf16_to_fp32(uint16_t b) {
-  return std::bit_cast<float>(static_cast<uint32_t>(b) << 16);
-}
+constexpr float bf16_to_fp32(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
 
 // Float -> bfloat16 bits, round to nearest, ties to even; NaN keeps its sign and top payload bits
 // and is forced quiet. Subnormals are kept (not flushed). Same bits as ggml's

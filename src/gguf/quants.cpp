@@ -182,8 +182,7 @@ void quantize_q5_1(const float* x, void* dst, int64_t n_blocks) {
     b.d = fp32_to_fp16(d);
     b.m = fp32_to_fp16(min);
     uint8_t codes[kQK5_1];  // ggml does not clamp here: (x - min) * id never exceeds 31.5
-    for (int j = 0; j < kQK5_1; ++j)
-      codes[j] = static_cast<uint8_t>(trunc_to_int((x[j] - min) * id + 0.5f));
+    for (int j = 0; j < kQK5_1; ++j) codes[j] = static_cast<uint8_t>(trunc_to_int((x[j] - min) * id + 0.5f));
     pack_q5(codes, b.qs, b.qh);
     store_block(dst, i, b);
   }
@@ -290,15 +289,13 @@ Result<uint64_t> row_size(GgmlType type, int64_t n) {
                       " is not a ggml type 1bit knows; use a file written with a supported type");
   const std::string name(traits->name);
   if (n < 0)
-    return make_error(name + " row of " + std::to_string(n) +
-                      " elements: the length must be 0 or more");
+    return make_error(name + " row of " + std::to_string(n) + " elements: the length must be 0 or more");
   if (n % traits->block_elems != 0)
     return make_error(name + " row of " + std::to_string(n) + " elements is not a multiple of the " +
                       "block size " + std::to_string(traits->block_elems) +
                       "; use a row length that is a multiple of it, or another type");
   const auto bytes = checked_mul(static_cast<uint64_t>(n / traits->block_elems), traits->block_bytes);
-  if (!bytes)
-    return make_error(name + " row of " + std::to_string(n) + " elements overflows 64-bit sizes");
+  if (!bytes) return make_error(name + " row of " + std::to_string(n) + " elements overflows 64-bit sizes");
   return *bytes;
 }
 

@@ -91,9 +91,9 @@ static_assert(sizeof(BlockQ5_K) == 176);
 
 // Super-block of 16 sub-blocks of 16: y = d * scales[j] * (q - 32), q 6 bits (4 in ql, 2 in qh).
 struct BlockQ6_K {
-  uint8_t ql[kQK_K / 2];       // [2 halves of 128 elements][64]
-  uint8_t qh[kQK_K / 4];       // [2 halves][32]
-  int8_t scales[kQK_K / 16];   // [16]
+  uint8_t ql[kQK_K / 2];      // [2 halves of 128 elements][64]
+  uint8_t qh[kQK_K / 4];      // [2 halves][32]
+  int8_t scales[kQK_K / 16];  // [16]
   uint16_t d;
 };
 static_assert(sizeof(BlockQ6_K) == 210);
@@ -101,8 +101,8 @@ static_assert(sizeof(BlockQ6_K) == 210);
 // Activations for K-quant dot products: y = d * q; bsums[j] = sum of qs[16j .. 16j+15].
 struct BlockQ8_K {
   float d;
-  int8_t qs[kQK_K];             // [256]
-  int16_t bsums[kQK_K / 16];    // [16]
+  int8_t qs[kQK_K];           // [256]
+  int16_t bsums[kQK_K / 16];  // [16]
 };
 static_assert(sizeof(BlockQ8_K) == 292);
 

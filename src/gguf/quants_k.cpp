@@ -15,8 +15,8 @@ constexpr float kGroupMaxEps = 1e-15f;  // ggml's GROUP_MAX_EPS: a group below t
 // ggml's make_qkx2_quants: fits x[n] ~ scale * L - min with L in [0, nmax] and min >= 0, minimising
 // the weighted squared error. Tries the plain min/max fit, then nstep+1 scales around it, each
 // refined by weighted least squares for (scale, min). Returns scale; writes L[n] and *the_min.
-float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, uint8_t* L,
-                       float* the_min, uint8_t* Laux, float rmin, float rdelta, int nstep) {
+float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, uint8_t* L, float* the_min,
+                       uint8_t* Laux, float rmin, float rdelta, int nstep) {
   float min = x[0];
   float max = x[0];
   float sum_w = weights[0];

@@ -60,8 +60,8 @@ TEST(Fp16, KnownValues) {
   // Encodings from the IEEE 754 binary16 definition.
   EXPECT_EQ(fp32_to_fp16(1.0f), 0x3c00);
   EXPECT_EQ(fp32_to_fp16(-2.0f), 0xc000);
-  EXPECT_EQ(fp32_to_fp16(65504.0f), 0x7bff);       // largest finite half
-  EXPECT_EQ(fp32_to_fp16(65520.0f), 0x7c00);       // halfway to 65536 rounds to even: Inf
+  EXPECT_EQ(fp32_to_fp16(65504.0f), 0x7bff);  // largest finite half
+  EXPECT_EQ(fp32_to_fp16(65520.0f), 0x7c00);  // halfway to 65536 rounds to even: Inf
   EXPECT_EQ(fp32_to_fp16(65519.996f), 0x7bff);
   EXPECT_EQ(fp32_to_fp16(6.1035156e-05f), 0x0400);  // smallest normal, 2^-14
   EXPECT_EQ(fp32_to_fp16(5.9604645e-08f), 0x0001);  // smallest subnormal, 2^-24

@@ -32,14 +32,22 @@ std::vector<float> golden_row(int row) {
     const uint32_t h0 = golden_hash(static_cast<uint32_t>(row * 1024 + i) * 3u + 1u);
     const uint32_t h1 = golden_hash(h0), h2 = golden_hash(h1);
     const int32_t a = static_cast<int32_t>(h0 >> 10) - (1 << 21);
-    const int32_t bell = (a + static_cast<int32_t>(h1 >> 10) - (1 << 21) +
-                          static_cast<int32_t>(h2 >> 10) - (1 << 21)) / 3;
+    const int32_t bell =
+        (a + static_cast<int32_t>(h1 >> 10) - (1 << 21) + static_cast<int32_t>(h2 >> 10) - (1 << 21)) / 3;
     int32_t v = 0;
     switch (row % 4) {
-      case 0: v = bell; break;
-      case 1: v = a; break;
-      case 2: v = (3 << 21) + a / 4; break;
-      case 3: v = (i % 61 == 5) ? a * 16 : bell; break;
+      case 0:
+        v = bell;
+        break;
+      case 1:
+        v = a;
+        break;
+      case 2:
+        v = (3 << 21) + a / 4;
+        break;
+      case 3:
+        v = (i % 61 == 5) ? a * 16 : bell;
+        break;
     }
     x[i] = static_cast<float>(v) * unit;
   }
@@ -57,8 +65,8 @@ uint64_t fnv1a(const void* p, size_t n) {
 
 struct Golden {
   GgmlType type;
-  uint64_t bytes_hash;       // FNV-1a of the 36 quantized rows, concatenated
-  uint64_t dequantized_hash; // FNV-1a of ggml's dequantization of them (0: not recorded)
+  uint64_t bytes_hash;        // FNV-1a of the 36 quantized rows, concatenated
+  uint64_t dequantized_hash;  // FNV-1a of ggml's dequantization of them (0: not recorded)
 };
 
 constexpr Golden kGolden[] = {

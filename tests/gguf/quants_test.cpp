@@ -111,8 +111,8 @@ TEST(QuantsHandBuilt, Q4_0LowNibblesFirstThenHigh) {
   for (int j = 0; j < 16; ++j) {
     EXPECT_EQ(y[j], (j - 8) * 0.5f) << j;
     EXPECT_EQ(y[16 + j], (7 - j) * 0.5f) << j;
-    EXPECT_EQ(y[32 + j], 12.0f) << j;        // (0 - 8) * -1.5
-    EXPECT_EQ(y[48 + j], -10.5f) << j;       // (15 - 8) * -1.5
+    EXPECT_EQ(y[32 + j], 12.0f) << j;   // (0 - 8) * -1.5
+    EXPECT_EQ(y[48 + j], -10.5f) << j;  // (15 - 8) * -1.5
   }
   EXPECT_EQ(y[0], -4.0f);
   EXPECT_EQ(y[31], -4.0f);  // element 31 is the high nibble of byte 15: 0
@@ -213,7 +213,7 @@ TEST(QuantsHandBuilt, Q4_KSubBlocksInterleaveByNibbleWithin64) {
     }
   }
   EXPECT_EQ(y[0], -2.5f);    // sc 1, q 0, m 5
-  EXPECT_EQ(y[255], 95.0f);   // sub-block 7, q (31 + 3) & 15 = 2: 63 * 2 - 0.5 * 62
+  EXPECT_EQ(y[255], 95.0f);  // sub-block 7, q (31 + 3) & 15 = 2: 63 * 2 - 0.5 * 62
 }
 
 TEST(QuantsHandBuilt, Q5_KFifthBitFromQh) {
@@ -233,7 +233,7 @@ TEST(QuantsHandBuilt, Q5_KFifthBitFromQh) {
                 1.0f * kK4Sc[2 * c + 1] * (((l + c) & 15) + 16 * h2) - 0.5f * kK4M[2 * c + 1]);
     }
   }
-  EXPECT_EQ(y[1], 17.0f - 2.5f);  // qh[1] = 37 = 0b100101: bit 0 set, q = 1 + 16
+  EXPECT_EQ(y[1], 17.0f - 2.5f);      // qh[1] = 37 = 0b100101: bit 0 set, q = 1 + 16
   EXPECT_EQ(y[33], 2.0f * 1 - 3.0f);  // bit 1 of qh[1] clear: q = (1 + 0) & 15 = 1, sc 2, m 6
 }
 
@@ -253,7 +253,7 @@ TEST(QuantsHandBuilt, Q6_KQuartersOfEachHalf) {
     const int top = (b[0].qh[32 * h + l] >> (2 * k)) & 3;
     EXPECT_EQ(y[e], 0.25f * b[0].scales[e / 16] * ((low | (top << 4)) - 32)) << e;
   }
-  EXPECT_EQ(y[0], -4.0f);    // ql 0, qh 5: top 1, q 16: 0.25 * 1 * (16 - 32)
+  EXPECT_EQ(y[0], -4.0f);     // ql 0, qh 5: top 1, q 16: 0.25 * 1 * (16 - 32)
   EXPECT_EQ(y[255], 100.0f);  // ql[127] = 0x79 high 7, qh[63] = 56 bits 6..7 = 0: 0.25 * -16 * -25
 }
 
@@ -297,31 +297,30 @@ std::vector<float> ramp(int n) {
 float round3(float v) { return std::round(1000.0f * v) / 1000.0f; }  // candle's round_vector
 
 TEST(QuantsCandleVectors, Q4_0) {
-  const auto want = expand({{0, 2}, {3.875f, 4}, {7.75f, 4}, {11.625f, 4}, {15.5f, 4}, {19.375f, 4},
-                            {23.25f, 4}, {27.125f, 4}, {31.0f, 2}, {31.5f, 4}, {39.375f, 8}, {47.25f, 8},
-                            {55.125f, 8}, {63.0f, 4}, {59.375f, 2}, {71.25f, 12}, {83.125f, 12},
-                            {95.0f, 6}, {95.25f, 8}, {111.125f, 16}, {127.0f, 8}});
+  const auto want = expand(
+      {{0, 2},       {3.875f, 4},  {7.75f, 4},    {11.625f, 4}, {15.5f, 4},  {19.375f, 4},   {23.25f, 4},
+       {27.125f, 4}, {31.0f, 2},   {31.5f, 4},    {39.375f, 8}, {47.25f, 8}, {55.125f, 8},   {63.0f, 4},
+       {59.375f, 2}, {71.25f, 12}, {83.125f, 12}, {95.0f, 6},   {95.25f, 8}, {111.125f, 16}, {127.0f, 8}});
   EXPECT_EQ(round_trip(GgmlType::kQ4_0, ramp(128)), want);
 }
 
 TEST(QuantsCandleVectors, Q4_1) {
   // Per block: base + offsets, each value twice (candle lists the 128 values, rounded to 1e-3).
-  const float kOffsets[16] = {0, 2.066f, 4.133f, 6.199f, 8.266f, 10.332f, 12.398f, 14.465f,
-                              16.531f, 18.598f, 20.664f, 22.73f, 24.797f, 26.863f, 28.93f, 30.996f};
+  const float kOffsets[16] = {0,       2.066f,  4.133f,  6.199f, 8.266f,  10.332f, 12.398f, 14.465f,
+                              16.531f, 18.598f, 20.664f, 22.73f, 24.797f, 26.863f, 28.93f,  30.996f};
   const auto y = round_trip(GgmlType::kQ4_1, ramp(128));
   for (int i = 0; i < 128; ++i)
     EXPECT_FLOAT_EQ(round3(y[i]), round3(32.0f * (i / 32) + kOffsets[(i % 32) / 2])) << i;
 }
 
 TEST(QuantsCandleVectors, Q5_0) {
-  const auto want = expand({{0, 1}, {1.938f, 2}, {3.875f, 2}, {5.813f, 2}, {7.75f, 2}, {9.688f, 2},
-                            {11.625f, 2}, {13.563f, 2}, {15.5f, 2}, {17.438f, 2}, {19.375f, 2},
-                            {21.313f, 2}, {23.25f, 2}, {25.188f, 2}, {27.125f, 2}, {29.063f, 2},
-                            {31.0f, 1}, {31.5f, 2}, {35.438f, 4}, {39.375f, 4}, {43.313f, 4},
-                            {47.25f, 4}, {51.188f, 4}, {55.125f, 4}, {59.063f, 4}, {63.0f, 2},
-                            {65.313f, 5}, {71.25f, 6}, {77.188f, 6}, {83.125f, 6}, {89.063f, 6},
-                            {95.0f, 3}, {95.25f, 4}, {103.188f, 8}, {111.125f, 8}, {119.063f, 8},
-                            {127.0f, 4}});
+  const auto want = expand(
+      {{0, 1},        {1.938f, 2},  {3.875f, 2},  {5.813f, 2},  {7.75f, 2},   {9.688f, 2},   {11.625f, 2},
+       {13.563f, 2},  {15.5f, 2},   {17.438f, 2}, {19.375f, 2}, {21.313f, 2}, {23.25f, 2},   {25.188f, 2},
+       {27.125f, 2},  {29.063f, 2}, {31.0f, 1},   {31.5f, 2},   {35.438f, 4}, {39.375f, 4},  {43.313f, 4},
+       {47.25f, 4},   {51.188f, 4}, {55.125f, 4}, {59.063f, 4}, {63.0f, 2},   {65.313f, 5},  {71.25f, 6},
+       {77.188f, 6},  {83.125f, 6}, {89.063f, 6}, {95.0f, 3},   {95.25f, 4},  {103.188f, 8}, {111.125f, 8},
+       {119.063f, 8}, {127.0f, 4}});
   const auto y = round_trip(GgmlType::kQ5_0, ramp(128));
   ASSERT_EQ(want.size(), 128u);
   for (int i = 0; i < 128; ++i) EXPECT_FLOAT_EQ(round3(y[i]), want[i]) << i;
@@ -381,12 +380,24 @@ std::vector<float> random_data(Dist dist, int n, uint32_t seed) {
   std::vector<float> x(n);
   for (int i = 0; i < n; ++i) {
     switch (dist) {
-      case Dist::kGauss: x[i] = gauss(rng); break;
-      case Dist::kUniform: x[i] = uni(rng); break;
-      case Dist::kOffset: x[i] = 5.0f + 0.5f * uni(rng); break;  // all positive, narrow
-      case Dist::kOutliers: x[i] = gauss(rng) * (i % 97 == 3 ? 30.0f : 1.0f); break;
-      case Dist::kTiny: x[i] = 0.02f * gauss(rng); break;  // typical LLM weight scale
-      case Dist::kHuge: x[i] = 300.0f * gauss(rng); break;
+      case Dist::kGauss:
+        x[i] = gauss(rng);
+        break;
+      case Dist::kUniform:
+        x[i] = uni(rng);
+        break;
+      case Dist::kOffset:
+        x[i] = 5.0f + 0.5f * uni(rng);
+        break;  // all positive, narrow
+      case Dist::kOutliers:
+        x[i] = gauss(rng) * (i % 97 == 3 ? 30.0f : 1.0f);
+        break;
+      case Dist::kTiny:
+        x[i] = 0.02f * gauss(rng);
+        break;  // typical LLM weight scale
+      case Dist::kHuge:
+        x[i] = 300.0f * gauss(rng);
+        break;
     }
   }
   return x;
@@ -409,12 +420,10 @@ struct Bound {
 
 // Bounds are ~25% above the worst measured over 3 block counts (table in docs/quants.md).
 constexpr Bound kBounds[] = {
-    {GgmlType::kF16, 0.0003, 0.0003},  {GgmlType::kBF16, 0.0025, 0.0027},
-    {GgmlType::kQ8_0, 0.0075, 0.016},  {GgmlType::kQ8_1, 0.0075, 0.016},
-    {GgmlType::kQ8_K, 0.0097, 0.038},  {GgmlType::kQ6_K, 0.023, 0.047},
-    {GgmlType::kQ5_0, 0.059, 0.12},    {GgmlType::kQ5_1, 0.052, 0.07},
-    {GgmlType::kQ5_K, 0.05, 0.064},    {GgmlType::kQ4_0, 0.12, 0.17},
-    {GgmlType::kQ4_1, 0.11, 0.145},    {GgmlType::kQ4_K, 0.10, 0.138},
+    {GgmlType::kF16, 0.0003, 0.0003}, {GgmlType::kBF16, 0.0025, 0.0027}, {GgmlType::kQ8_0, 0.0075, 0.016},
+    {GgmlType::kQ8_1, 0.0075, 0.016}, {GgmlType::kQ8_K, 0.0097, 0.038},  {GgmlType::kQ6_K, 0.023, 0.047},
+    {GgmlType::kQ5_0, 0.059, 0.12},   {GgmlType::kQ5_1, 0.052, 0.07},    {GgmlType::kQ5_K, 0.05, 0.064},
+    {GgmlType::kQ4_0, 0.12, 0.17},    {GgmlType::kQ4_1, 0.11, 0.145},    {GgmlType::kQ4_K, 0.10, 0.138},
 };
 
 double worst_relative_rmse(GgmlType type, Dist d) {
@@ -559,6 +568,20 @@ TEST(QuantsRoundTrip, NonFiniteInputsAreContained) {
     const auto block_elems = ggml_type_traits(static_cast<uint32_t>(t))->block_elems;
     if (block_elems == 32)  // block 2 (elements 64..95) holds only finite values
       for (int i = 64; i < 96; ++i) ASSERT_TRUE(std::isfinite(y[i])) << i;
+  }
+}
+
+// Blocks from a file are outside input: any bytes must decode without crashing or undefined
+// behaviour (checked by the sanitizer build), only into possibly non-finite floats.
+TEST(QuantsRoundTrip, ArbitraryBytesDecodeSafely) {
+  std::mt19937 rng(2024);
+  for (GgmlType t : {GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0,
+                     GgmlType::kQ5_1, GgmlType::kQ8_0, GgmlType::kQ8_1, GgmlType::kQ4_K, GgmlType::kQ5_K,
+                     GgmlType::kQ6_K, GgmlType::kQ8_K}) {
+    Bytes raw(*row_size(t, 1024));
+    for (auto& c : raw) c = static_cast<uint8_t>(rng());
+    const auto y = dequantize(t, raw, 1024);
+    EXPECT_EQ(y.size(), 1024u);
   }
 }
 
