@@ -205,6 +205,33 @@ TEST(TinyModelsLayers, HiddenStatesMatchPerLayer) {
   }
 }
 
+// The converted GGUF carries the tokenizer (byte-level BPE from tokenizer.json), so `1bit run`
+// works on it end to end: text in, greedy text out, reproducible.
+TEST(ConvertHf, VocabularyTravelsAndRunWorks) {
+  const std::string out = temp_path("tiny-qwen3-vocab.gguf");
+  auto report = convert_hf({testing::source_path("tests/golden/model/tiny-qwen3"), out, GgmlType::kF16});
+  ASSERT_TRUE(report.ok()) << report.message();
+  EXPECT_TRUE(report->warnings.empty()) << report->warnings.front();
+  EXPECT_EQ(report->architecture, "qwen3");
+  auto file = GgufFile::open(out);
+  ASSERT_TRUE(file.ok());
+  EXPECT_EQ(file->get_string("tokenizer.ggml.model").value(), "gpt2");
+  EXPECT_EQ(file->get_string_array("tokenizer.ggml.tokens").value().size(), 384u);
+  const std::string cmd = testing::binary_path() + " run -m " + out + " -p \"the robot\" -n 8 --temp 0 2>&1";
+  auto run = [&] {
+    FILE* pipe = popen(cmd.c_str(), "r");
+    std::string text;
+    char buf[4096];
+    for (size_t n; pipe && (n = fread(buf, 1, sizeof buf, pipe)) > 0;) text.append(buf, n);
+    EXPECT_EQ(pipe ? pclose(pipe) : -1, 0) << text;
+    return text;
+  };
+  const std::string first = run();
+  EXPECT_EQ(first.rfind("the robot", 0), 0u) << first;
+  EXPECT_NE(first.find("generated 8 tokens"), std::string::npos) << first;
+  fs::remove(out);
+}
+
 TEST(ConvertHf, ClearErrors) {
   auto r = convert_hf({"/nonexistent-dir", temp_path("x.gguf"), GgmlType::kF32});
   ASSERT_FALSE(r.ok());
