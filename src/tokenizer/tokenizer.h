@@ -38,8 +38,8 @@ struct VocabData;
 // Immutable after construction; encode/decode are safe to call from many threads.
 class Tokenizer {
  public:
-  // Builds the tokenizer from a GGUF's tokenizer.ggml.* keys. Errors name the key and value
-  // (e.g. an unsupported tokenizer.ggml.pre) and say what is supported.
+  // Builds the tokenizer from a GGUF's tokenizer.ggml.* keys (copied: `file` may be closed after).
+  // Errors name the key and value (e.g. an unsupported tokenizer.ggml.pre) and what is supported.
   static Result<Tokenizer> from_gguf(const GgufFile& file);
   // Builds the tokenizer from an in-memory vocabulary (tokenizer/vocab.h); validates it the same way.
   static Result<Tokenizer> from_vocab(const VocabData& vocab);

@@ -124,5 +124,20 @@ TEST(TokenizeCommand, IdsJsonAndJsonl) {
   EXPECT_NE(err.find("/nonexistent.gguf"), std::string::npos);
 }
 
+TEST(ConvertCommand, VocabOnlyThenTokenize) {
+  ONEBIT_REQUIRE_TESTDATA("tokenizers/qwen3/tokenizer.json");
+  if (!std::filesystem::exists(binary_path())) GTEST_SKIP() << "1bit binary not built: " << binary_path();
+  const auto out = std::filesystem::temp_directory_path() / "onebit-cli-qwen3-vocab.gguf";
+  int rc = 0;
+  run_cli("convert --vocab-only " + testdata_path("tokenizers/qwen3") + " " + out.string(), &rc);
+  ASSERT_EQ(rc, 0);
+  // Qwen3: "Hello world" is [9707, 1879]; <|im_start|> is 151644 (HF tokenizer.json).
+  EXPECT_EQ(run_cli("tokenize -m " + out.string() + " '<|im_start|>Hello world'", &rc), "151644 9707 1879\n");
+  std::filesystem::remove(out);
+  const std::string msg = run_cli("convert a b", &rc);
+  EXPECT_EQ(rc, 1);
+  EXPECT_NE(msg.find("not built yet"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace onebit::testing
