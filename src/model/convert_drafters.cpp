@@ -1,0 +1,259 @@
+// MTP head and DFlash drafter checkpoints -> GGUF (layout in docs/models.md). Names follow
+// llama.cpp where it has them (blk.N.nextn.* for DeepSeek-V3 / GLM-4.5 MTP layers, the usual
+// blk.N.attn_* for transformer blocks). Depends on the safetensors reader and the GGUF writer only.
+#include "model/convert_drafters.h"
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "base/fp16.h"
+#include "gguf/gguf_writer.h"
+#include "gguf/quants.h"
+#include "model/safetensors.h"
+
+namespace onebit {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+constexpr const char* kMtpArch = "qwen3_mtp";
+constexpr const char* kDflashArch = "qwen3_dflash";
+
+struct DrafterConfig {
+  std::string arch;              // kMtpArch or kDflashArch
+  int64_t hidden_size = 0, intermediate_size = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0;
+  int64_t context_length = 0, vocab_size = 0, n_layers = 1;
+  double rms_norm_eps = 1e-6, rope_theta = 10000.0;
+  int64_t draft_length = 3;                  // MTP: tokens drafted per step it was trained for
+  int64_t block_size = 0;                    // DFlash
+  std::vector<uint32_t> target_layers;       // DFlash: target layer outputs it reads, 0-based
+};
+
+Result<json> read_json(const fs::path& path) {
+  std::ifstream in(path);
+  if (!in) return make_error("convert: cannot open " + path.string());
+  json c = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (c.is_discarded() || !c.is_object()) return make_error("convert: " + path.string() + " is not a JSON object");
+  return c;
+}
+
+Result<int64_t> field(const json& c, const char* key, int64_t min, int64_t max) {
+  if (!c.contains(key) || !c[key].is_number_integer()) {
+    return make_error(std::string("convert: drafter config.json: missing integer field ") + key);
+  }
+  const int64_t v = c[key].get<int64_t>();
+  if (v < min || v > max) {
+    return make_error(std::string("convert: drafter config.json: ") + key + " is " + std::to_string(v) +
+                      "; allowed " + std::to_string(min) + ".." + std::to_string(max));
+  }
+  return v;
+}
+
+Result<DrafterConfig> read_config(const std::string& dir) {
+  ONEBIT_ASSIGN_OR_RETURN(json c, read_json(fs::path(dir) / "config.json"));
+  DrafterConfig d;
+  d.arch = c.value("model_type", "");
+  if (d.arch != kMtpArch && d.arch != kDflashArch) {
+    return make_error("convert: config.json model_type '" + d.arch + "' is not a drafter (qwen3_mtp, qwen3_dflash)");
+  }
+  ONEBIT_ASSIGN_OR_RETURN(d.hidden_size, field(c, "hidden_size", 1, 1 << 16));
+  ONEBIT_ASSIGN_OR_RETURN(d.intermediate_size, field(c, "intermediate_size", 1, 1 << 20));
+  ONEBIT_ASSIGN_OR_RETURN(d.n_heads, field(c, "num_attention_heads", 1, 1024));
+  ONEBIT_ASSIGN_OR_RETURN(d.n_kv_heads, field(c, "num_key_value_heads", 1, d.n_heads));
+  ONEBIT_ASSIGN_OR_RETURN(d.head_dim, field(c, "head_dim", 2, 1 << 14));
+  ONEBIT_ASSIGN_OR_RETURN(d.context_length, field(c, "max_position_embeddings", 1, 1 << 24));
+  ONEBIT_ASSIGN_OR_RETURN(d.vocab_size, field(c, "vocab_size", 1, 1 << 24));
+  if (c.contains("rms_norm_eps") && c["rms_norm_eps"].is_number()) d.rms_norm_eps = c["rms_norm_eps"].get<double>();
+  if (c.contains("rope_theta") && c["rope_theta"].is_number()) d.rope_theta = c["rope_theta"].get<double>();
+  if (d.arch == kMtpArch) {
+    if (c.contains("num_speculative_tokens")) {
+      ONEBIT_ASSIGN_OR_RETURN(d.draft_length, field(c, "num_speculative_tokens", 1, 64));
+    }
+    return d;
+  }
+  ONEBIT_ASSIGN_OR_RETURN(d.n_layers, field(c, "num_hidden_layers", 1, 64));
+  ONEBIT_ASSIGN_OR_RETURN(d.block_size, field(c, "block_size", 2, 256));
+  if (!c.contains("target_layer_ids") || !c["target_layer_ids"].is_array() || c["target_layer_ids"].empty()) {
+    return make_error("convert: drafter config.json: target_layer_ids must be a non-empty array of layer indices");
+  }
+  for (const json& v : c["target_layer_ids"]) {
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > 4096) {
+      return make_error("convert: drafter config.json: target_layer_ids holds " + v.dump() + "; expected 0..4096");
+    }
+    d.target_layers.push_back(static_cast<uint32_t>(v.get<int64_t>()));
+  }
+  return d;
+}
+
+// Per-block names (HF Qwen3DecoderLayer -> gguf-py tensor_mapping.py).
+const std::map<std::string, std::string>& block_names() {
+  static const std::map<std::string, std::string> kNames = {
+      {"input_layernorm.weight", "attn_norm.weight"},
+      {"self_attn.q_proj.weight", "attn_q.weight"},
+      {"self_attn.k_proj.weight", "attn_k.weight"},
+      {"self_attn.v_proj.weight", "attn_v.weight"},
+      {"self_attn.q_norm.weight", "attn_q_norm.weight"},
+      {"self_attn.k_norm.weight", "attn_k_norm.weight"},
+      {"self_attn.o_proj.weight", "attn_output.weight"},
+      {"post_attention_layernorm.weight", "ffn_norm.weight"},
+      {"mlp.gate_proj.weight", "ffn_gate.weight"},
+      {"mlp.up_proj.weight", "ffn_up.weight"},
+      {"mlp.down_proj.weight", "ffn_down.weight"},
+  };
+  return kNames;
+}
+
+// "<prefix>layers.<i>.<rest>" -> "blk.<i>.<gguf rest>"; "" when `hf` is not a block tensor.
+std::string block_tensor_name(const std::string& hf, const std::string& prefix, int64_t n_layers) {
+  const std::string p = prefix + "layers.";
+  if (hf.rfind(p, 0) != 0) return "";
+  const size_t dot = hf.find('.', p.size());
+  if (dot == std::string::npos) return "";
+  const std::string idx = hf.substr(p.size(), dot - p.size());
+  if (idx.empty() || idx.find_first_not_of("0123456789") != std::string::npos || std::stoll(idx) >= n_layers) return "";
+  auto it = block_names().find(hf.substr(dot + 1));
+  return it == block_names().end() ? "" : "blk." + idx + "." + it->second;
+}
+
+Result<std::string> gguf_name(const std::string& hf, const DrafterConfig& d) {
+  static const std::map<std::string, std::string> kMtp = {
+      {"mtp.enorm.weight", "blk.0.nextn.enorm.weight"},
+      {"mtp.hnorm.weight", "blk.0.nextn.hnorm.weight"},
+      {"mtp.eh_proj.weight", "blk.0.nextn.eh_proj.weight"},
+      {"mtp.norm.weight", "blk.0.nextn.shared_head_norm.weight"},
+  };
+  static const std::map<std::string, std::string> kDflash = {
+      {"dflash.fc.weight", "dflash.fc.weight"},
+      {"dflash.hidden_norm.weight", "dflash.hidden_norm.weight"},
+      {"dflash.mask_embd", "dflash.mask_embd.weight"},
+      {"dflash.norm.weight", "output_norm.weight"},
+  };
+  const bool mtp = d.arch == kMtpArch;
+  const auto& fixed = mtp ? kMtp : kDflash;
+  if (auto it = fixed.find(hf); it != fixed.end()) return it->second;
+  std::string name = block_tensor_name(hf, mtp ? "mtp." : "dflash.", d.n_layers);
+  if (!name.empty()) return name;
+  return make_error("convert: tensor " + hf + " is not part of a " + d.arch + " drafter");
+}
+
+struct OutTensor {
+  std::string name;
+  GgmlType type;
+  std::vector<uint64_t> ne;    // ggml order: [cols, rows]
+  std::vector<uint8_t> bytes;
+};
+
+Result<OutTensor> encode(const SafetensorsTensor& t, const std::string& name, GgmlType type) {
+  OutTensor out{name, type, {}, {}};
+  const int64_t cols = t.shape.empty() ? 1 : t.shape.back();
+  const int64_t rows = cols == 0 ? 0 : t.n_elements() / cols;
+  out.ne = t.shape.size() >= 2 ? std::vector<uint64_t>{uint64_t(cols), uint64_t(rows)} : std::vector<uint64_t>{uint64_t(cols)};
+  ONEBIT_ASSIGN_OR_RETURN(uint64_t row_bytes, row_size(type, cols));
+  out.bytes.resize(row_bytes * rows);
+  std::vector<float> row(cols);  // [cols]
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) row[c] = t.at(r * cols + c);
+    uint8_t* dst = out.bytes.data() + r * row_bytes;
+    if (type == GgmlType::kF32) {
+      std::memcpy(dst, row.data(), cols * 4);
+    } else if (type == GgmlType::kF16 || type == GgmlType::kBF16) {
+      for (int64_t c = 0; c < cols; ++c) {
+        const uint16_t b = type == GgmlType::kF16 ? fp32_to_fp16(row[c]) : fp32_to_bf16(row[c]);
+        std::memcpy(dst + 2 * c, &b, 2);
+      }
+    } else {
+      quantize_row_reference(type, row.data(), dst, cols);
+    }
+  }
+  return out;
+}
+
+uint32_t file_type(GgmlType t) {  // llama_ftype: ALL_F32 0, MOSTLY_F16 1, MOSTLY_Q8_0 7, MOSTLY_BF16 32
+  switch (t) {
+    case GgmlType::kF32: return 0;
+    case GgmlType::kF16: return 1;
+    case GgmlType::kQ8_0: return 7;
+    default: return 32;
+  }
+}
+
+void write_hparams(GgufWriter& w, const DrafterConfig& d, const std::string& name, GgmlType out_type) {
+  const std::string a = d.arch + ".";
+  w.set_string("general.architecture", d.arch);
+  w.set_string("general.name", name);
+  w.set_uint32("general.file_type", file_type(out_type));
+  w.set_string(a + "target_architecture", "qwen3");
+  w.set_uint32(a + "vocab_size", static_cast<uint32_t>(d.vocab_size));
+  w.set_uint32(a + "context_length", static_cast<uint32_t>(d.context_length));
+  w.set_uint32(a + "embedding_length", static_cast<uint32_t>(d.hidden_size));
+  w.set_uint32(a + "block_count", static_cast<uint32_t>(d.n_layers));
+  w.set_uint32(a + "feed_forward_length", static_cast<uint32_t>(d.intermediate_size));
+  w.set_uint32(a + "attention.head_count", static_cast<uint32_t>(d.n_heads));
+  w.set_uint32(a + "attention.head_count_kv", static_cast<uint32_t>(d.n_kv_heads));
+  w.set_uint32(a + "attention.key_length", static_cast<uint32_t>(d.head_dim));
+  w.set_uint32(a + "attention.value_length", static_cast<uint32_t>(d.head_dim));
+  w.set_float32(a + "attention.layer_norm_rms_epsilon", static_cast<float>(d.rms_norm_eps));
+  w.set_float32(a + "rope.freq_base", static_cast<float>(d.rope_theta));
+  w.set_uint32(a + "rope.dimension_count", static_cast<uint32_t>(d.head_dim));
+  if (d.arch == kMtpArch) {
+    w.set_uint32(a + "nextn_predict_layers", 1);
+    w.set_uint32(a + "draft_length", static_cast<uint32_t>(d.draft_length));
+  } else {
+    w.set_uint32(a + "block_size", static_cast<uint32_t>(d.block_size));
+    w.set_array<uint32_t>(a + "target_layers", d.target_layers);
+  }
+}
+
+}  // namespace
+
+bool is_drafter_checkpoint(const std::string& hf_dir) {
+  auto c = read_json(fs::path(hf_dir) / "config.json");
+  if (!c.ok()) return false;
+  const std::string type = c->value("model_type", "");
+  return type == kMtpArch || type == kDflashArch;
+}
+
+Result<ConvertReport> convert_drafter(const ConvertOptions& o) {
+  if (o.out_type != GgmlType::kF32 && o.out_type != GgmlType::kF16 && o.out_type != GgmlType::kBF16 &&
+      o.out_type != GgmlType::kQ8_0) {
+    return make_error("convert: output type " + ggml_type_name(static_cast<uint32_t>(o.out_type)) +
+                      " is not supported for drafters; use f32, f16, bf16 or q8_0");
+  }
+  ONEBIT_ASSIGN_OR_RETURN(DrafterConfig d, read_config(o.hf_dir));
+  ONEBIT_ASSIGN_OR_RETURN(SafetensorsCheckpoint ckpt, SafetensorsCheckpoint::open_dir(o.hf_dir));
+  ConvertReport report;
+  report.architecture = d.arch;
+  std::vector<OutTensor> out;
+  for (const auto& [hf_name, t] : ckpt.tensors()) {
+    ONEBIT_ASSIGN_OR_RETURN(std::string name, gguf_name(hf_name, d));
+    if (t.shape.empty() || t.shape.size() > 2) {
+      return make_error("convert: tensor " + hf_name + " has " + std::to_string(t.shape.size()) + " dimensions; expected 1 or 2");
+    }
+    GgmlType type = t.shape.size() == 1 ? GgmlType::kF32 : o.out_type;
+    if (type == GgmlType::kQ8_0 && t.shape.back() % kQK8_0 != 0) {
+      type = GgmlType::kF16;
+      report.warnings.push_back(hf_name + ": " + std::to_string(t.shape.back()) + " columns do not fill q8_0 blocks; stored as f16");
+    }
+    ONEBIT_ASSIGN_OR_RETURN(OutTensor ot, encode(t, name, type));
+    out.push_back(std::move(ot));
+  }
+  GgufWriter w;
+  fs::path dir = fs::path(o.hf_dir).lexically_normal();
+  if (dir.filename().empty()) dir = dir.parent_path();
+  write_hparams(w, d, dir.filename().string(), o.out_type);
+  for (const OutTensor& t : out) {
+    ONEBIT_TRY(w.add_tensor(t.name, static_cast<uint32_t>(t.type), t.ne, t.bytes));
+    report.n_bytes += t.bytes.size();
+  }
+  report.n_tensors = static_cast<int>(out.size());
+  ONEBIT_TRY(w.write_file(o.out_path));
+  return report;
+}
+
+}  // namespace onebit
