@@ -33,6 +33,7 @@ struct DrafterConfig {
   int64_t draft_length = 3;                  // MTP: tokens drafted per step it was trained for
   int64_t block_size = 0;                    // DFlash
   std::vector<uint32_t> target_layers;       // DFlash: target layer outputs it reads, 0-based
+  bool add_last_context = false;             // DFlash: block inputs add the context of anchor-1
 };
 
 Result<json> read_json(const fs::path& path) {
@@ -79,6 +80,7 @@ Result<DrafterConfig> read_config(const std::string& dir) {
   }
   ONEBIT_ASSIGN_OR_RETURN(d.n_layers, field(c, "num_hidden_layers", 1, 64));
   ONEBIT_ASSIGN_OR_RETURN(d.block_size, field(c, "block_size", 2, 256));
+  d.add_last_context = c.value("add_last_context", false);
   if (!c.contains("target_layer_ids") || !c["target_layer_ids"].is_array() || c["target_layer_ids"].empty()) {
     return make_error("convert: drafter config.json: target_layer_ids must be a non-empty array of layer indices");
   }
@@ -207,6 +209,7 @@ void write_hparams(GgufWriter& w, const DrafterConfig& d, const std::string& nam
   } else {
     w.set_uint32(a + "block_size", static_cast<uint32_t>(d.block_size));
     w.set_array<uint32_t>(a + "target_layers", d.target_layers);
+    w.set_bool(a + "add_last_context", d.add_last_context);
   }
 }
 
