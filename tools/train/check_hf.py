@@ -5,7 +5,6 @@ loads with AutoTokenizer, and the chat template renders. Needs transformers (the
 
   python3 tools/train/check_hf.py EXPORT/target
 """
-import json
 import os
 import sys
 
@@ -13,19 +12,9 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import export as E  # noqa: E402
-import model as M   # noqa: E402
 
 TEXT = ("Once upon a time, there was a little dog named Max. Max liked to run in the park.\n"
         "int main(int argc, char** argv) {\n  return run(argc, argv);\n}\n")
-
-
-def load_ours(d):
-    cfg = json.load(open(os.path.join(d, "config.json")))
-    keys = [f for f in M.Qwen3Config.__dataclass_fields__ if f in cfg]
-    lm = M.Qwen3LM(M.Qwen3Config(**{k: cfg[k] for k in keys})).eval()
-    sd = {k: torch.from_numpy(v) for k, v in E.read_safetensors(os.path.join(d, "model.safetensors")).items()}
-    lm.load_state_dict(sd)
-    return lm
 
 
 def main():
@@ -33,7 +22,7 @@ def main():
     from transformers import AutoModelForCausalLM, AutoTokenizer
     tok = AutoTokenizer.from_pretrained(d)
     hf = AutoModelForCausalLM.from_pretrained(d, torch_dtype=torch.float32).eval()
-    ours = load_ours(d)
+    ours = E.load_lm(d)
     ids = tok(TEXT, return_tensors="pt").input_ids
     with torch.no_grad():
         a = hf(ids).logits[0]

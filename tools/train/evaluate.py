@@ -70,7 +70,6 @@ def acceptance(fam, s, start):
     """Mean tokens per step for the MTP head, the DFlash drafter and the draft model on one
     greedy sequence s (1-D), generation starting at index start (s[start] came from prefill)."""
     ids = s[None]
-    tl = fam.tc
     _, h, feats = fam.target(ids, keep_layers=set(fam.fc.target_layers))
     ew = fam.target.model.embed_tokens.weight
     L = s.shape[0]

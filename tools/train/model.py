@@ -4,7 +4,7 @@ transformers: the parameter names of Qwen3LM are those of HF Qwen3ForCausalLM, s
 rename-free save. Depends on nothing else in the repository.
 """
 import math
-from dataclasses import dataclass, field, asdict
+from dataclasses import dataclass, asdict
 
 import torch
 import torch.nn as nn
@@ -192,11 +192,6 @@ def init_weights(m):
         nn.init.normal_(m.weight, std=0.02)
     elif isinstance(m, nn.Embedding):
         nn.init.normal_(m.weight, std=0.02)
-
-
-@dataclass
-class MtpConfig:
-    n_passes_train: int = 3          # chained passes trained (draft length 3 at inference)
 
 
 class MtpHead(nn.Module):

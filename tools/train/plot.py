@@ -7,6 +7,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 def plot(meta, path):
     h = meta["history"]
+    if not h:
+        return
     tok = [r["tokens"] / 1e6 for r in h]
     fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.5))
     for key, label in (("target", "target"), ("mtp0_ce", "MTP draft 1"), ("mtp2_ce", "MTP draft 3"),
