@@ -7,9 +7,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <vector>
-
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "base/fp16.h"
 #include "gguf/gguf_writer.h"
@@ -26,21 +25,22 @@ constexpr const char* kMtpArch = "qwen3_mtp";
 constexpr const char* kDflashArch = "qwen3_dflash";
 
 struct DrafterConfig {
-  std::string arch;              // kMtpArch or kDflashArch
+  std::string arch;  // kMtpArch or kDflashArch
   int64_t hidden_size = 0, intermediate_size = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0;
   int64_t context_length = 0, vocab_size = 0, n_layers = 1;
   double rms_norm_eps = 1e-6, rope_theta = 10000.0;
-  int64_t draft_length = 3;                  // MTP: tokens drafted per step it was trained for
-  int64_t block_size = 0;                    // DFlash
-  std::vector<uint32_t> target_layers;       // DFlash: target layer outputs it reads, 0-based
-  bool add_last_context = false;             // DFlash: block inputs add the context of anchor-1
+  int64_t draft_length = 3;             // MTP: tokens drafted per step it was trained for
+  int64_t block_size = 0;               // DFlash
+  std::vector<uint32_t> target_layers;  // DFlash: target layer outputs it reads, 0-based
+  bool add_last_context = false;        // DFlash: block inputs add the context of anchor-1
 };
 
 Result<json> read_json(const fs::path& path) {
   std::ifstream in(path);
   if (!in) return make_error("convert: cannot open " + path.string());
   json c = json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (c.is_discarded() || !c.is_object()) return make_error("convert: " + path.string() + " is not a JSON object");
+  if (c.is_discarded() || !c.is_object())
+    return make_error("convert: " + path.string() + " is not a JSON object");
   return c;
 }
 
@@ -61,7 +61,8 @@ Result<DrafterConfig> read_config(const std::string& dir) {
   DrafterConfig d;
   d.arch = c.value("model_type", "");
   if (d.arch != kMtpArch && d.arch != kDflashArch) {
-    return make_error("convert: config.json model_type '" + d.arch + "' is not a drafter (qwen3_mtp, qwen3_dflash)");
+    return make_error("convert: config.json model_type '" + d.arch +
+                      "' is not a drafter (qwen3_mtp, qwen3_dflash)");
   }
   ONEBIT_ASSIGN_OR_RETURN(d.hidden_size, field(c, "hidden_size", 1, 1 << 16));
   ONEBIT_ASSIGN_OR_RETURN(d.intermediate_size, field(c, "intermediate_size", 1, 1 << 20));
@@ -70,7 +71,8 @@ Result<DrafterConfig> read_config(const std::string& dir) {
   ONEBIT_ASSIGN_OR_RETURN(d.head_dim, field(c, "head_dim", 2, 1 << 14));
   ONEBIT_ASSIGN_OR_RETURN(d.context_length, field(c, "max_position_embeddings", 1, 1 << 24));
   ONEBIT_ASSIGN_OR_RETURN(d.vocab_size, field(c, "vocab_size", 1, 1 << 24));
-  if (c.contains("rms_norm_eps") && c["rms_norm_eps"].is_number()) d.rms_norm_eps = c["rms_norm_eps"].get<double>();
+  if (c.contains("rms_norm_eps") && c["rms_norm_eps"].is_number())
+    d.rms_norm_eps = c["rms_norm_eps"].get<double>();
   if (c.contains("rope_theta") && c["rope_theta"].is_number()) d.rope_theta = c["rope_theta"].get<double>();
   if (d.arch == kMtpArch) {
     if (c.contains("num_speculative_tokens")) {
@@ -82,11 +84,13 @@ Result<DrafterConfig> read_config(const std::string& dir) {
   ONEBIT_ASSIGN_OR_RETURN(d.block_size, field(c, "block_size", 2, 256));
   d.add_last_context = c.value("add_last_context", false);
   if (!c.contains("target_layer_ids") || !c["target_layer_ids"].is_array() || c["target_layer_ids"].empty()) {
-    return make_error("convert: drafter config.json: target_layer_ids must be a non-empty array of layer indices");
+    return make_error(
+        "convert: drafter config.json: target_layer_ids must be a non-empty array of layer indices");
   }
   for (const json& v : c["target_layer_ids"]) {
     if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > 4096) {
-      return make_error("convert: drafter config.json: target_layer_ids holds " + v.dump() + "; expected 0..4096");
+      return make_error("convert: drafter config.json: target_layer_ids holds " + v.dump() +
+                        "; expected 0..4096");
     }
     d.target_layers.push_back(static_cast<uint32_t>(v.get<int64_t>()));
   }
@@ -118,7 +122,8 @@ std::string block_tensor_name(const std::string& hf, const std::string& prefix, 
   const size_t dot = hf.find('.', p.size());
   if (dot == std::string::npos) return "";
   const std::string idx = hf.substr(p.size(), dot - p.size());
-  if (idx.empty() || idx.find_first_not_of("0123456789") != std::string::npos || std::stoll(idx) >= n_layers) return "";
+  if (idx.empty() || idx.find_first_not_of("0123456789") != std::string::npos || std::stoll(idx) >= n_layers)
+    return "";
   auto it = block_names().find(hf.substr(dot + 1));
   return it == block_names().end() ? "" : "blk." + idx + "." + it->second;
 }
@@ -147,7 +152,7 @@ Result<std::string> gguf_name(const std::string& hf, const DrafterConfig& d) {
 struct OutTensor {
   std::string name;
   GgmlType type;
-  std::vector<uint64_t> ne;    // ggml order: [cols, rows]
+  std::vector<uint64_t> ne;  // ggml order: [cols, rows]
   std::vector<uint8_t> bytes;
 };
 
@@ -155,7 +160,8 @@ Result<OutTensor> encode(const SafetensorsTensor& t, const std::string& name, Gg
   OutTensor out{name, type, {}, {}};
   const int64_t cols = t.shape.empty() ? 1 : t.shape.back();
   const int64_t rows = cols == 0 ? 0 : t.n_elements() / cols;
-  out.ne = t.shape.size() >= 2 ? std::vector<uint64_t>{uint64_t(cols), uint64_t(rows)} : std::vector<uint64_t>{uint64_t(cols)};
+  out.ne = t.shape.size() >= 2 ? std::vector<uint64_t>{uint64_t(cols), uint64_t(rows)}
+                               : std::vector<uint64_t>{uint64_t(cols)};
   ONEBIT_ASSIGN_OR_RETURN(uint64_t row_bytes, row_size(type, cols));
   out.bytes.resize(row_bytes * rows);
   std::vector<float> row(cols);  // [cols]
@@ -178,10 +184,14 @@ Result<OutTensor> encode(const SafetensorsTensor& t, const std::string& name, Gg
 
 uint32_t file_type(GgmlType t) {  // llama_ftype: ALL_F32 0, MOSTLY_F16 1, MOSTLY_Q8_0 7, MOSTLY_BF16 32
   switch (t) {
-    case GgmlType::kF32: return 0;
-    case GgmlType::kF16: return 1;
-    case GgmlType::kQ8_0: return 7;
-    default: return 32;
+    case GgmlType::kF32:
+      return 0;
+    case GgmlType::kF16:
+      return 1;
+    case GgmlType::kQ8_0:
+      return 7;
+    default:
+      return 32;
   }
 }
 
@@ -236,12 +246,14 @@ Result<ConvertReport> convert_drafter(const ConvertOptions& o) {
   for (const auto& [hf_name, t] : ckpt.tensors()) {
     ONEBIT_ASSIGN_OR_RETURN(std::string name, gguf_name(hf_name, d));
     if (t.shape.empty() || t.shape.size() > 2) {
-      return make_error("convert: tensor " + hf_name + " has " + std::to_string(t.shape.size()) + " dimensions; expected 1 or 2");
+      return make_error("convert: tensor " + hf_name + " has " + std::to_string(t.shape.size()) +
+                        " dimensions; expected 1 or 2");
     }
     GgmlType type = t.shape.size() == 1 ? GgmlType::kF32 : o.out_type;
     if (type == GgmlType::kQ8_0 && t.shape.back() % kQK8_0 != 0) {
       type = GgmlType::kF16;
-      report.warnings.push_back(hf_name + ": " + std::to_string(t.shape.back()) + " columns do not fill q8_0 blocks; stored as f16");
+      report.warnings.push_back(hf_name + ": " + std::to_string(t.shape.back()) +
+                                " columns do not fill q8_0 blocks; stored as f16");
     }
     ONEBIT_ASSIGN_OR_RETURN(OutTensor ot, encode(t, name, type));
     out.push_back(std::move(ot));
