@@ -289,6 +289,11 @@ class GgufParser {
       }
     } else if (et == GgufValueType::kArray) {
       ONEBIT_TRY(check_count(what + " (of arrays)", n, kMinNestedArrayBytes));
+      if (n > kGgufMaxNestedElements - nested_elements_) {
+        return fail(where + ": nested arrays hold more than " + num(kGgufMaxNestedElements) +
+                    " elements in all; 1bit refuses them");
+      }
+      nested_elements_ += n;
       v.array_nested.resize(n);
       for (uint64_t i = 0; i < n; ++i) {
         v.array_nested[i].type = GgufValueType::kArray;
@@ -408,6 +413,7 @@ class GgufParser {
   const uint8_t* p_;
   uint64_t size_;
   uint64_t pos_ = 0;
+  uint64_t nested_elements_ = 0;  // across the whole file, <= kGgufMaxNestedElements
   GgufFile& out_;
   std::unordered_map<std::string_view, uint64_t> keys_;
   std::unordered_map<std::string_view, uint64_t> tensor_names_;

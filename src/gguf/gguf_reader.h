@@ -42,6 +42,9 @@ bool gguf_value_type_known(uint32_t raw);
 
 // Limits the reader enforces beyond the spec (see docs/gguf.md).
 inline constexpr int kGgufMaxArrayDepth = 8;          // arrays nested deeper are refused
+// Nested-array elements per file: each costs ~100 bytes of GgufValue for 12 file bytes, so this
+// bounds memory; ggml refuses nested arrays altogether, so no real file comes near it.
+inline constexpr uint64_t kGgufMaxNestedElements = uint64_t{1} << 20;
 inline constexpr uint64_t kGgufMaxKeyBytes = 65535;   // the spec's key length limit
 inline constexpr uint64_t kGgufMaxTensorNameBytes = 63;  // ggml's GGML_MAX_NAME - 1
 inline constexpr uint32_t kGgufMaxDims = 4;           // ggml's GGML_MAX_DIMS

@@ -361,6 +361,16 @@ TEST(GgufMalformed, NestedArraysTooDeep) {
   expect_error(build(s), "kv 2 'x.nested'[0][0][0][0][0][0][0][0]: arrays nested more than 8 deep");
 }
 
+TEST(GgufMalformed, TooManyNestedArrayElements) {
+  FileSpec s;
+  s.kvs.push_back([](Bytes& b) {
+    const uint64_t n = kGgufMaxNestedElements + 1;
+    b.str("x.many").u32(9).u32(9).u64(n);
+    for (uint64_t i = 0; i < n; ++i) b.u32(0).u64(0);  // empty uint8 arrays, 12 bytes each
+  });
+  expect_error(build(s), "kv 2 'x.many': nested arrays hold more than 1048576 elements in all");
+}
+
 TEST(GgufMalformed, NoTensorsAndNoPaddingIsValid) {
   FileSpec s;
   s.tensors.clear();
