@@ -442,7 +442,8 @@ Value Interpreter::getattr(const Value& obj, const std::string& name) {
     if (Value* v = obj.find(name)) return *v;
     return Value::undefined("'dict object' has no attribute '" + name + "'");
   }
-  return Value::undefined("'" + obj.repr().substr(0, 40) + "' has no attribute '" + name + "'");
+  std::string what = obj.is_none() ? "None" : obj.type_name() + " object";
+  return Value::undefined("'" + what + "' has no attribute '" + name + "'");
 }
 
 Value Interpreter::getitem(const Value& obj, const Value& key) {
@@ -475,7 +476,8 @@ Value Interpreter::getitem(const Value& obj, const Value& key) {
     Value m = getattr(obj, key.as_string());
     if (!m.is_undefined()) return m;
   }
-  return Value::undefined("'" + obj.type_name() + " object' has no element " + key.repr());
+  std::string k = key.is_string() || key.is_number() ? key.repr() : key.type_name();
+  return Value::undefined("'" + obj.type_name() + " object' has no element " + k.substr(0, 80));
 }
 
 Value Interpreter::call(const Value& callee, CallArgs& args) {

@@ -18,11 +18,11 @@ Result<std::string> ChatTemplate::render(const nlohmann::ordered_json& context, 
   if (!context.is_object() && !context.is_null()) {
     return make_error("template context must be a JSON object, got " + std::string(context.type_name()));
   }
-  auto root = std::make_shared<tmpl::Scope>();
-  if (context.is_object()) {
-    for (auto it = context.begin(); it != context.end(); ++it) root->vars[it.key()] = tmpl::Value::from_json(it.value());
-  }
   try {
+    auto root = std::make_shared<tmpl::Scope>();
+    if (context.is_object()) {
+      for (auto it = context.begin(); it != context.end(); ++it) root->vars[it.key()] = tmpl::Value::from_json(it.value());
+    }
     tmpl::Interpreter in(options, root);
     in.render(*body_);
     return in.output();

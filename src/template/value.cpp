@@ -20,9 +20,23 @@ const Value* CallArgs::get(size_t idx, const std::string& name) const {
   return find_keyword(name);
 }
 
+namespace {
+
+int checked_depth(int child_depth) {
+  if (child_depth + 1 > kMaxValueDepth) {
+    throw RenderError("value nested deeper than " + std::to_string(kMaxValueDepth) + " levels");
+  }
+  return child_depth + 1;
+}
+
+}  // namespace
+
 Value Value::list(List items) {
   Value v;
   v.kind_ = Kind::kList;
+  int deepest = 0;
+  for (const auto& item : items) deepest = std::max(deepest, item.depth());
+  v.depth_ = checked_depth(deepest);
   v.list_ = std::make_shared<List>(std::move(items));
   return v;
 }
@@ -36,6 +50,9 @@ Value Value::tuple(List items) {
 Value Value::dict(Dict items) {
   Value v;
   v.kind_ = Kind::kDict;
+  int deepest = 0;
+  for (const auto& [k, item] : items) deepest = std::max({deepest, k.depth(), item.depth()});
+  v.depth_ = checked_depth(deepest);
   v.dict_ = std::make_shared<Dict>(std::move(items));
   return v;
 }
@@ -43,6 +60,7 @@ Value Value::dict(Dict items) {
 Value Value::name_space(Dict items) {
   Value v = dict(std::move(items));
   v.kind_ = Kind::kNamespace;
+  v.ns_depth_ = std::make_shared<int>(v.depth_);
   return v;
 }
 
@@ -53,7 +71,8 @@ Value Value::callable(std::string name, NativeFunction fn) {
   return v;
 }
 
-Value Value::from_json(const nlohmann::ordered_json& j) {
+Value Value::from_json(const nlohmann::ordered_json& j, int depth) {
+  if (depth > kMaxValueDepth) throw RenderError("JSON input nested deeper than " + std::to_string(kMaxValueDepth) + " levels");
   switch (j.type()) {
     case nlohmann::ordered_json::value_t::null: return none();
     case nlohmann::ordered_json::value_t::boolean: return boolean(j.get<bool>());
@@ -67,12 +86,12 @@ Value Value::from_json(const nlohmann::ordered_json& j) {
     case nlohmann::ordered_json::value_t::string: return string(j.get<std::string>());
     case nlohmann::ordered_json::value_t::array: {
       List items;
-      for (const auto& e : j) items.push_back(from_json(e));
+      for (const auto& e : j) items.push_back(from_json(e, depth + 1));
       return list(std::move(items));
     }
     case nlohmann::ordered_json::value_t::object: {
       Dict items;
-      for (auto it = j.begin(); it != j.end(); ++it) items.emplace_back(string(it.key()), from_json(it.value()));
+      for (auto it = j.begin(); it != j.end(); ++it) items.emplace_back(string(it.key()), from_json(it.value(), depth + 1));
       return dict(std::move(items));
     }
     default: return none();
@@ -274,40 +293,49 @@ std::string Value::str() const {
   }
 }
 
-std::string Value::repr() const {
-  switch (kind_) {
-    case Kind::kUndefined: return "Undefined";
-    case Kind::kNone: return "None";
-    case Kind::kBool: return int_ ? "True" : "False";
-    case Kind::kInt: return std::to_string(int_);
-    case Kind::kFloat: return float_repr(float_);
-    case Kind::kString: return string_repr(str_);
-    case Kind::kList:
-    case Kind::kTuple: {
-      bool tup = kind_ == Kind::kTuple;
+namespace {
+
+// Python's repr; namespaces can hold themselves, so nesting is bounded like tojson's.
+std::string repr_at(const Value& v, int depth) {
+  if (depth > 512) throw RenderError("value nested deeper than 512 levels (does a namespace contain itself?)");
+  switch (v.kind()) {
+    case Value::Kind::kUndefined: return "Undefined";
+    case Value::Kind::kNone: return "None";
+    case Value::Kind::kBool: return v.as_bool() ? "True" : "False";
+    case Value::Kind::kInt: return std::to_string(v.as_int());
+    case Value::Kind::kFloat: return float_repr(v.as_double());
+    case Value::Kind::kString: return string_repr(v.as_string());
+    case Value::Kind::kList:
+    case Value::Kind::kTuple: {
+      bool tup = v.kind() == Value::Kind::kTuple;
       std::string out = tup ? "(" : "[";
-      for (size_t i = 0; i < list_->size(); ++i) {
+      for (size_t i = 0; i < v.items().size(); ++i) {
         if (i) out += ", ";
-        out += (*list_)[i].repr();
+        out += repr_at(v.items()[i], depth + 1);
       }
-      if (tup && list_->size() == 1) out += ",";
+      if (tup && v.items().size() == 1) out += ",";
       return out + (tup ? ")" : "]");
     }
-    case Kind::kDict:
-    case Kind::kNamespace: {
-      std::string out = kind_ == Kind::kNamespace ? "<Namespace {" : "{";
+    case Value::Kind::kDict:
+    case Value::Kind::kNamespace: {
+      bool ns = v.kind() == Value::Kind::kNamespace;
+      std::string out = ns ? "<Namespace {" : "{";
       bool first = true;
-      for (const auto& [k, v] : *dict_) {
+      for (const auto& [k, val] : v.entries()) {
         if (!first) out += ", ";
         first = false;
-        out += k.repr() + ": " + v.repr();
+        out += repr_at(k, depth + 1) + ": " + repr_at(val, depth + 1);
       }
-      return out + (kind_ == Kind::kNamespace ? "}>" : "}");
+      return out + (ns ? "}>" : "}");
     }
-    case Kind::kCallable: return "<function " + fn_->name + ">";
+    case Value::Kind::kCallable: return "<function " + v.fn().name + ">";
   }
   return "";
 }
+
+}  // namespace
+
+std::string Value::repr() const { return repr_at(*this, 0); }
 
 std::string Value::type_name() const {
   switch (kind_) {
@@ -367,6 +395,9 @@ Value* Value::find(const Value& key) const {
 }
 
 void Value::set(const Value& key, Value v) const {
+  int d = std::max(depth(), checked_depth(std::max(key.depth(), v.depth())));
+  if (ns_depth_) *ns_depth_ = d;
+  else depth_ = d;
   if (Value* slot = find(key)) {
     *slot = std::move(v);
     return;

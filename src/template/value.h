@@ -37,6 +37,10 @@ struct CallArgs {
   const Value* get(size_t idx, const std::string& name) const;
 };
 
+// Containers nest at most this deep, so that printing, comparing and freeing them (all
+// recursive) stay within the stack.
+inline constexpr int kMaxValueDepth = 512;
+
 using NativeFunction = std::function<Value(Interpreter&, CallArgs&)>;
 
 struct Callable {
@@ -65,8 +69,9 @@ class Value {
   static Value dict(Dict items = {});
   static Value name_space(Dict items = {});
   static Value callable(std::string name, NativeFunction fn);
-  // Converts JSON (objects keep their key order) into a Value tree.
-  static Value from_json(const nlohmann::ordered_json& j);
+  // Converts JSON (objects keep their key order) into a Value tree. Throws RenderError when
+  // nested deeper than kMaxValueDepth.
+  static Value from_json(const nlohmann::ordered_json& j, int depth = 0);
 
   Kind kind() const { return kind_; }
   bool is_undefined() const { return kind_ == Kind::kUndefined; }
@@ -119,6 +124,10 @@ class Value {
   std::shared_ptr<List> list_;
   std::shared_ptr<Dict> dict_;
   std::shared_ptr<Callable> fn_;
+  mutable int depth_ = 0;  // containers: 1 + the deepest item
+  // A namespace's depth is shared by every handle to it, since `set ns.x = ...` changes it in place.
+  std::shared_ptr<int> ns_depth_;
+  int depth() const { return ns_depth_ ? *ns_depth_ : depth_; }
 };
 
 // Python's repr() of a float ("1.0", "0.1", "1e+16").

@@ -73,7 +73,16 @@ INSTANTIATE_TEST_SUITE_P(
         HostileCase{"unclosed_block", "{% for x in y %}" + repeat("a", 1000), "endfor"},
         HostileCase{"unterminated_comment", "{# never closed", "comment"},
         HostileCase{"unterminated_tag", "{{ 1 + ", "end of template"},
-        HostileCase{"raise", "{{ raise_exception('nope') }}", "nope"}),
+        HostileCase{"raise", "{{ raise_exception('nope') }}", "nope"},
+        HostileCase{"deep_list_chain",
+                    "{% set ns = namespace(x=[]) %}{% for i in range(100000) %}{% set ns.x = [ns.x] %}{% endfor %}{{ ns.x }}",
+                    "nested deeper"},
+        HostileCase{"deep_namespace_chain",
+                    "{% set h = namespace(cur=none) %}{% for i in range(100000) %}{% set n = namespace() %}"
+                    "{% set n.prev = h.cur %}{% set h.cur = n %}{% endfor %}{{ h.cur == h.cur }}",
+                    "nested deeper"},
+        HostileCase{"self_containing_namespace", "{% set ns = namespace() %}{% set ns.me = ns %}{{ ns }}",
+                    "nested deeper"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST(Hostile, OutputLimitIsConfigurable) {
@@ -96,6 +105,17 @@ TEST(Hostile, ModerateRecursionStillWorks) {
   auto out = t->render(ordered_json::object());
   ASSERT_TRUE(out.ok()) << out.message();
   EXPECT_EQ(out->substr(0, 6), "20 19 ");
+}
+
+TEST(Hostile, DeeplyNestedJsonInputIsRefused) {
+  std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  auto ctx = ordered_json::parse(R"({"x": 1})");
+  ctx["deep"] = ordered_json::parse(deep);
+  auto t = ChatTemplate::parse("{{ x }}");
+  ASSERT_TRUE(t.ok());
+  auto out = t->render(ctx);
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.message().find("nested deeper"), std::string::npos) << out.message();
 }
 
 TEST(Hostile, InvalidUtf8PassesThroughWithoutCrashing) {
