@@ -8,6 +8,7 @@
 #include "backend/backend.h"
 #include "cli/command.h"
 #include "engine/generate.h"
+#include "engine/utf8.h"
 #include "gguf/gguf_reader.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
@@ -16,23 +17,6 @@ namespace onebit::cli {
 namespace {
 
 constexpr const char* kCmd = "run";
-
-// Length of the longest prefix of `s` that does not end inside a UTF-8 sequence. A byte that can
-// never be completed (a stray continuation byte) is let through rather than held forever.
-size_t complete_utf8_prefix(const std::string& s) {
-  size_t i = s.size();
-  size_t back = 0;
-  while (i > 0 && back < 4) {
-    const auto c = static_cast<unsigned char>(s[i - 1]);
-    ++back;
-    if ((c & 0xC0) != 0x80) {  // a lead or ASCII byte: how long should its sequence be?
-      const size_t need = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 1;
-      return back >= need ? s.size() : i - 1;
-    }
-    --i;
-  }
-  return s.size();
-}
 
 Result<SamplerParams> sampler_params(const ParsedArgs& args) {
   SamplerParams p;
@@ -109,7 +93,7 @@ int run(const ParsedArgs& args) {
   auto stats = generate(**model, ids, options, [&](TokenId t) {
     if (tokenizer->is_end_of_generation(t)) return false;
     pending += tokenizer->token_to_piece(t);
-    const size_t n = complete_utf8_prefix(pending);
+    const size_t n = utf8_complete_prefix(pending);
     std::fwrite(pending.data(), 1, n, stdout);
     std::fflush(stdout);
     pending.erase(0, n);
