@@ -33,7 +33,7 @@ test-sanitize: setup
 	cmake --build build-asan -j $(JOBS)
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS)
 
-# Every fuzz target for a bounded time, seeded from tests/fuzz_corpus/.
+# Every fuzz target for a bounded time, seeded from fuzz/corpus/<target>/.
 test-fuzz: setup
 	CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DONEBIT_FUZZ=ON
 	cmake --build build-fuzz -j $(JOBS) --target fuzz_all
