@@ -1,0 +1,395 @@
+// The optimized CPU backend: the Backend ops over host memory, split across a ThreadPool, with the
+// dot kernels of one SIMD target (cpu_kernels.h). Matmul quantizes activations as ggml does (Q8 for
+// the 32-blocks, Q8_K for the K-quants) and then runs matrix-vector (n == 1: weight rows split
+// across threads) or register-tiled matrix-matrix (n > 1: weight-row x activation-row tiles).
+#include "backend/cpu/cpu_backend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <numbers>
+#include <vector>
+
+#include "backend/cpu/cpu_kernels.h"
+#include "base/check.h"
+#include "base/thread_pool.h"
+#include "gguf/quants.h"
+
+namespace onebit {
+namespace {
+
+using cpu::ActFormat;
+using cpu::ActQ8;
+using cpu::DotKernel;
+
+// Host bytes: owned (64-byte aligned, zeroed) or an alias of caller memory (mapped weights).
+class HostBuffer : public BackendBuffer {
+ public:
+  explicit HostBuffer(uint8_t* owned) : data_(owned), owned_(true) {}
+  explicit HostBuffer(std::span<const uint8_t> alias) : data_(const_cast<uint8_t*>(alias.data())) {}
+  ~HostBuffer() override {
+    if (owned_) std::free(data_);
+  }
+  uint8_t* data() { return data_; }
+
+ private:
+  uint8_t* data_;
+  bool owned_ = false;
+};
+
+uint8_t* row_ptr(const Tensor& t, int64_t row) {
+  auto* b = static_cast<HostBuffer*>(t.buffer);
+  return b->data() + t.offset_bytes + static_cast<size_t>(row) * t.row_stride_bytes;
+}
+float* f32_row(const Tensor& t, int64_t row) {
+  ONEBIT_DCHECK(t.type == GgmlType::kF32);
+  return reinterpret_cast<float*>(row_ptr(t, row));
+}
+void check_f32(const Tensor& t) { ONEBIT_CHECK(t.type == GgmlType::kF32); }
+void check_same_shape(const Tensor& a, const Tensor& b) {
+  ONEBIT_CHECK(a.n_rows == b.n_rows && a.n_cols == b.n_cols);
+}
+
+// llama.cpp's rope_yarn_corr_dim (as the reference backend computes it).
+double yarn_corr_dim(int n_rot, int original_context, double n_turns, double base) {
+  return n_rot * std::log(original_context / (n_turns * 2.0 * std::numbers::pi)) /
+         (2.0 * std::log(base));
+}
+
+// Rows per task of matrix-vector, and the matrix-matrix tile: kTileRows weight rows times
+// kTileCols activation rows, swept kMaxDotRows activation rows at a time so that each unpacked
+// weight block meets several activations while it is in registers.
+constexpr int64_t kMatvecRows = 16;
+constexpr int64_t kTileRows = 16;
+constexpr int64_t kTileCols = 64;
+
+class CpuBackend final : public Backend {
+ public:
+  CpuBackend(int n_threads, CpuIsa isa)
+      : pool_(n_threads), table_(&cpu::dot_table(isa)),
+        name_("cpu-" + std::string(cpu_isa_name(isa))), scratch_(pool_.n_threads()) {}
+
+  std::string_view name() const override { return name_; }
+
+  Result<Tensor> weight_from_host(GgmlType type, int64_t n_rows, int64_t n_cols,
+                                  std::span<const uint8_t> bytes) override {
+    Tensor t{nullptr, 0, type, n_rows, n_cols, 0};
+    if (!ggml_type_traits(static_cast<uint32_t>(type)) || !can_dequantize(type)) {
+      return make_error("cpu backend: weight type " + ggml_type_name(static_cast<uint32_t>(type)) +
+                        " is not supported; use f32, f16, bf16, q4_0..q8_0 or q4_K..q6_K");
+    }
+    t.row_stride_bytes = t.row_bytes();
+    if (bytes.size() != t.row_stride_bytes * static_cast<size_t>(n_rows)) {
+      return make_error("cpu backend: weight of " + std::to_string(n_rows) + " x " +
+                        std::to_string(n_cols) + " needs " +
+                        std::to_string(t.row_stride_bytes * n_rows) + " bytes, got " +
+                        std::to_string(bytes.size()));
+    }
+    buffers_.push_back(std::make_unique<HostBuffer>(bytes));
+    t.buffer = buffers_.back().get();
+    return t;
+  }
+
+  Result<Tensor> alloc(GgmlType type, int64_t n_rows, int64_t n_cols) override {
+    ONEBIT_CHECK(type == GgmlType::kF32 || type == GgmlType::kI32);
+    ONEBIT_CHECK(n_rows >= 0 && n_cols >= 0);
+    const size_t n_bytes = static_cast<size_t>(n_rows) * static_cast<size_t>(n_cols) * 4;
+    void* p = std::aligned_alloc(64, (std::max<size_t>(n_bytes, 1) + 63) / 64 * 64);
+    if (p == nullptr) {
+      return make_error("cpu backend: out of memory allocating " + std::to_string(n_bytes) +
+                        " bytes; use a smaller context (--ctx) or model");
+    }
+    std::memset(p, 0, n_bytes);
+    buffers_.push_back(std::make_unique<HostBuffer>(static_cast<uint8_t*>(p)));
+    return Tensor{buffers_.back().get(), 0, type, n_rows, n_cols, static_cast<size_t>(n_cols) * 4};
+  }
+
+  void free(const Tensor& t) override {
+    for (auto it = buffers_.begin(); it != buffers_.end(); ++it) {
+      if (it->get() == t.buffer) {
+        buffers_.erase(it);
+        return;
+      }
+    }
+    ONEBIT_CHECK_MSG(false, "free of a tensor this backend does not own");
+  }
+
+  void write(const Tensor& dst, const void* src) override {
+    const size_t rb = dst.row_bytes();
+    for (int64_t r = 0; r < dst.n_rows; ++r) {
+      std::memcpy(row_ptr(dst, r), static_cast<const uint8_t*>(src) + r * rb, rb);
+    }
+  }
+  void read(const Tensor& src, void* dst) override {
+    const size_t rb = src.row_bytes();
+    for (int64_t r = 0; r < src.n_rows; ++r) {
+      std::memcpy(static_cast<uint8_t*>(dst) + r * rb, row_ptr(src, r), rb);
+    }
+  }
+  void synchronize() override {}  // ops run to completion when enqueued
+
+  void get_rows(const Tensor& table, const Tensor& ids, const Tensor& out) override {
+    ONEBIT_CHECK(ids.type == GgmlType::kI32 && ids.n_rows == 1);
+    ONEBIT_CHECK(ids.n_cols == out.n_rows && table.n_cols == out.n_cols);
+    check_f32(out);
+    const int32_t* id = reinterpret_cast<const int32_t*>(row_ptr(ids, 0));
+    for (int64_t i = 0; i < out.n_rows; ++i) ONEBIT_CHECK(id[i] >= 0 && id[i] < table.n_rows);
+    pool_.parallel_for(Parallel::kDynamic, out.n_rows, [&](int64_t b, int64_t e, int) {
+      for (int64_t i = b; i < e; ++i) {
+        dequantize_row(table.type, row_ptr(table, id[i]), f32_row(out, i), table.n_cols);
+      }
+    });
+  }
+
+  void rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out) override {
+    check_same_shape(x, out);
+    check_f32(x), check_f32(out), check_f32(weight);
+    ONEBIT_CHECK(weight.n_rows == 1 && weight.n_cols == x.n_cols);
+    const float* w = f32_row(weight, 0);
+    const int64_t d = x.n_cols;
+    pool_.parallel_for(Parallel::kStatic, x.n_rows, [&](int64_t b, int64_t e, int) {
+      for (int64_t r = b; r < e; ++r) {
+        const float inv = float(1.0 / std::sqrt(cpu::sum_squares(f32_row(x, r), d) / double(d) + eps));
+        cpu::scale_mul(f32_row(x, r), inv, w, f32_row(out, r), d);
+      }
+    });
+  }
+
+  void matmul(const Tensor& w, const Tensor& x, const Tensor& out) override;
+
+  void add(const Tensor& a, const Tensor& b, const Tensor& out) override {
+    check_same_shape(a, out);
+    check_f32(a), check_f32(b), check_f32(out);
+    ONEBIT_CHECK(b.n_cols == a.n_cols && (b.n_rows == a.n_rows || b.n_rows == 1));
+    pool_.parallel_for(Parallel::kStatic, a.n_rows, [&](int64_t r0, int64_t r1, int) {
+      for (int64_t r = r0; r < r1; ++r) {
+        cpu::add_rows(f32_row(a, r), f32_row(b, b.n_rows == 1 ? 0 : r), f32_row(out, r), a.n_cols);
+      }
+    });
+  }
+
+  void swiglu(const Tensor& gate, const Tensor& up, const Tensor& out) override {
+    check_same_shape(gate, up);
+    check_same_shape(gate, out);
+    check_f32(gate), check_f32(up), check_f32(out);
+    // Split columns too: at decode there is one row of `intermediate_size` elements.
+    const int64_t n_col_chunks = (gate.n_cols + 1023) / 1024;
+    pool_.parallel_for(Parallel::kStatic, gate.n_rows * n_col_chunks, [&](int64_t b, int64_t e, int) {
+      for (int64_t t = b; t < e; ++t) {
+        const int64_t r = t / n_col_chunks, c0 = (t % n_col_chunks) * 1024;
+        const int64_t nc = std::min<int64_t>(1024, gate.n_cols - c0);
+        cpu::swiglu_row(f32_row(gate, r) + c0, f32_row(up, r) + c0, f32_row(out, r) + c0, nc);
+      }
+    });
+  }
+
+  void softmax(const Tensor& x, const Tensor& out) override {
+    check_same_shape(x, out);
+    check_f32(x), check_f32(out);
+    pool_.parallel_for(Parallel::kStatic, x.n_rows, [&](int64_t b, int64_t e, int) {
+      for (int64_t r = b; r < e; ++r) cpu::softmax_row(f32_row(x, r), f32_row(out, r), x.n_cols);
+    });
+  }
+
+  void copy(const Tensor& src, const Tensor& dst) override {
+    check_same_shape(src, dst);
+    check_f32(src), check_f32(dst);
+    for (int64_t r = 0; r < src.n_rows; ++r) {
+      std::memmove(f32_row(dst, r), f32_row(src, r), src.n_cols * sizeof(float));
+    }
+  }
+
+  void rope(const Tensor& x, const Tensor& positions, const RopeParams& p) override;
+  void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                 const AttentionParams& p) override;
+
+ private:
+  // Per-thread scratch (attention scores, dequantized rows, rope angles).
+  struct alignas(64) Scratch {
+    std::vector<float> a, b;
+  };
+  void matmul_dequantized(const Tensor& w, const Tensor& x, const Tensor& out);
+
+  ThreadPool pool_;
+  const cpu::DotTable* table_;
+  std::string name_;
+  std::vector<Scratch> scratch_;      // [n_threads]
+  std::vector<uint8_t> act_;          // [n, row bytes of the activation format]
+  std::vector<std::unique_ptr<HostBuffer>> buffers_;
+};
+
+void CpuBackend::matmul(const Tensor& w, const Tensor& x, const Tensor& out) {
+  ONEBIT_CHECK(w.n_cols == x.n_cols && out.n_rows == x.n_rows && out.n_cols == w.n_rows);
+  check_f32(x), check_f32(out);
+  const int64_t m = w.n_rows, n = x.n_rows, k = w.n_cols;
+  if (m == 0 || n == 0) return;
+  const DotKernel kern = table_->by_type[static_cast<uint32_t>(w.type) & 31];
+  if (kern.fn == nullptr || static_cast<uint32_t>(w.type) >= 32) return matmul_dequantized(w, x, out);
+
+  // Activations in the kernel's format: [n, act_stride] bytes (or x itself for float weights).
+  const void* act = f32_row(x, 0);
+  size_t act_stride = x.row_stride_bytes;
+  if (kern.act != ActFormat::kF32) {
+    const bool q8 = kern.act == ActFormat::kQ8;
+    const int64_t block = q8 ? kQK8_0 : kQK_K;
+    ONEBIT_CHECK(k % block == 0);
+    act_stride = size_t(k / block) * (q8 ? sizeof(ActQ8) : sizeof(BlockQ8_K));
+    if (act_.size() < act_stride * n) act_.resize(act_stride * n);
+    uint8_t* dst = act_.data();
+    pool_.parallel_for(Parallel::kDynamic, n, [&](int64_t b, int64_t e, int) {
+      for (int64_t r = b; r < e; ++r) {
+        if (q8) {
+          cpu::quantize_act_q8(f32_row(x, r), reinterpret_cast<ActQ8*>(dst + r * act_stride), k);
+        } else {
+          cpu::quantize_act_q8k(f32_row(x, r), reinterpret_cast<BlockQ8_K*>(dst + r * act_stride), k);
+        }
+      }
+    }, /*chunk=*/1);
+    act = dst;
+  }
+
+  const uint8_t* w0 = row_ptr(w, 0);
+  const size_t ws = w.row_stride_bytes;
+  float* out0 = f32_row(out, 0);
+  const size_t os = out.row_stride_bytes / sizeof(float);
+  if (n == 1) {
+    // Decode: stream the weight rows once, split across threads in chunks (dynamic, so a thread
+    // slowed by a neighbour on a shared machine does not hold the step).
+    const int64_t n_chunks = (m + kMatvecRows - 1) / kMatvecRows;
+    pool_.parallel_for(Parallel::kDynamic, n_chunks, [&](int64_t b, int64_t e, int) {
+      for (int64_t row = b * kMatvecRows; row < std::min(m, e * kMatvecRows); ++row) {
+        kern.fn(k, w0 + row * ws, act, act_stride, 1, out0 + row, os);
+      }
+    }, /*chunk=*/std::max<int64_t>(1, n_chunks / (8 * pool_.n_threads())));
+    return;
+  }
+  // Prompt: tiles of kTileRows weight rows x kTileCols activation rows; consecutive tiles share
+  // weight rows, so each weight byte comes from DRAM about once while activations stay in cache.
+  const int64_t n_rb = (m + kTileRows - 1) / kTileRows, n_cb = (n + kTileCols - 1) / kTileCols;
+  pool_.parallel_for(Parallel::kDynamic, n_rb * n_cb, [&](int64_t b, int64_t e, int) {
+    for (int64_t tile = b; tile < e; ++tile) {
+      const int64_t r0 = (tile / n_cb) * kTileRows, c0 = (tile % n_cb) * kTileCols;
+      const int64_t r1 = std::min(m, r0 + kTileRows), c1 = std::min(n, c0 + kTileCols);
+      for (int64_t c = c0; c < c1; c += cpu::kMaxDotRows) {
+        const int n_x = static_cast<int>(std::min<int64_t>(cpu::kMaxDotRows, c1 - c));
+        const uint8_t* a = static_cast<const uint8_t*>(act) + c * act_stride;
+        for (int64_t row = r0; row < r1; ++row) {
+          kern.fn(k, w0 + row * ws, a, act_stride, n_x, out0 + c * os + row, os);
+        }
+      }
+    }
+  }, /*chunk=*/1);
+}
+
+// Types without a dot kernel (Q8_1, Q8_K weights): dequantize each row, then f32 dots.
+void CpuBackend::matmul_dequantized(const Tensor& w, const Tensor& x, const Tensor& out) {
+  pool_.parallel_for(Parallel::kDynamic, w.n_rows, [&](int64_t b, int64_t e, int t) {
+    std::vector<float>& row = scratch_[t].a;
+    row.resize(size_t(w.n_cols));
+    for (int64_t m = b; m < e; ++m) {
+      dequantize_row(w.type, row_ptr(w, m), row.data(), w.n_cols);
+      for (int64_t n = 0; n < x.n_rows; ++n) f32_row(out, n)[m] = cpu::dot_f32(row.data(), f32_row(x, n), w.n_cols);
+    }
+  });
+}
+
+// RoPE as the reference computes it (llama.cpp's rope_yarn; angles in double, once per row and
+// shared by its heads), then the pair rotations in float.
+void CpuBackend::rope(const Tensor& x, const Tensor& positions, const RopeParams& p) {
+  check_f32(x);
+  ONEBIT_CHECK(x.n_cols == int64_t(p.n_heads) * p.head_dim);
+  ONEBIT_CHECK(p.n_rot > 0 && p.n_rot <= p.head_dim && p.n_rot % 2 == 0);
+  ONEBIT_CHECK(positions.type == GgmlType::kI32 && positions.n_rows == 1 && positions.n_cols == x.n_rows);
+  const double freq_scale = p.scaling == RopeScaling::kNone ? 1.0 : 1.0 / p.scaling_factor;
+  const double ext_factor = p.scaling == RopeScaling::kYarn ? p.yarn_ext_factor : 0.0;
+  double corr_low = 0, corr_high = 0, mscale = p.yarn_attn_factor;
+  if (ext_factor != 0.0) {
+    corr_low = std::max(0.0, std::floor(yarn_corr_dim(p.n_rot, p.original_context, p.yarn_beta_fast, p.freq_base)));
+    corr_high = std::min(double(p.n_rot - 1),
+                         std::ceil(yarn_corr_dim(p.n_rot, p.original_context, p.yarn_beta_slow, p.freq_base)));
+    mscale *= 1.0 + 0.1 * std::log(1.0 / freq_scale);
+  }
+  const float* freq_factors = nullptr;
+  if (p.freq_factors.valid()) {
+    ONEBIT_CHECK(p.freq_factors.n_cols == p.n_rot / 2);
+    freq_factors = f32_row(p.freq_factors, 0);
+  }
+  const int32_t* pos = reinterpret_cast<const int32_t*>(row_ptr(positions, 0));
+  const int half = p.n_rot / 2;
+  pool_.parallel_for(Parallel::kStatic, x.n_rows, [&](int64_t r0, int64_t r1, int t) {
+    std::vector<float>& cs = scratch_[t].b;  // [half][cos, sin]
+    cs.resize(size_t(2 * half));
+    for (int64_t r = r0; r < r1; ++r) {
+      for (int i = 0; i < half; ++i) {
+        double theta_extrap = pos[r] * std::pow(double(p.freq_base), -2.0 * i / p.n_rot);
+        if (freq_factors) theta_extrap /= freq_factors[i];
+        double theta = freq_scale * theta_extrap;
+        if (ext_factor != 0.0) {
+          const double y = (i - corr_low) / std::max(0.001, corr_high - corr_low);
+          const double ramp = (1.0 - std::min(1.0, std::max(0.0, y))) * ext_factor;
+          theta = theta * (1.0 - ramp) + theta_extrap * ramp;
+        }
+        cs[2 * i] = float(std::cos(theta) * mscale);
+        cs[2 * i + 1] = float(std::sin(theta) * mscale);
+      }
+      float* row = f32_row(x, r);
+      const bool normal = p.ordering == RopeOrdering::kNormal;
+      for (int h = 0; h < p.n_heads; ++h) {
+        float* head = row + int64_t(h) * p.head_dim;
+        for (int i = 0; i < half; ++i) {
+          const int a = normal ? 2 * i : i, b = normal ? 2 * i + 1 : i + half;
+          const float x0 = head[a], x1 = head[b], c = cs[2 * i], s = cs[2 * i + 1];
+          head[a] = x0 * c - x1 * s;
+          head[b] = x0 * s + x1 * c;
+        }
+      }
+    }
+  });
+}
+
+// Causal attention, one (query row, head) pair per task: scores by f32 dots, a vectorized
+// softmax, then the value rows accumulated with axpy. O(n_keys * head_dim) per task.
+void CpuBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                           const AttentionParams& p) {
+  check_f32(q), check_f32(k), check_f32(v), check_f32(out);
+  ONEBIT_CHECK(p.n_kv_heads > 0 && p.n_heads % p.n_kv_heads == 0);
+  ONEBIT_CHECK(q.n_cols == int64_t(p.n_heads) * p.head_dim);
+  ONEBIT_CHECK(k.n_cols == int64_t(p.n_kv_heads) * p.head_dim && v.n_cols == k.n_cols);
+  ONEBIT_CHECK(k.n_rows == v.n_rows && k.n_rows >= p.first_pos + q.n_rows);
+  check_same_shape(q, out);
+  const int group = p.n_heads / p.n_kv_heads;
+  const int64_t hd = p.head_dim;
+  pool_.parallel_for(Parallel::kDynamic, q.n_rows * p.n_heads, [&](int64_t b, int64_t e, int t) {
+    std::vector<float>& scores = scratch_[t].a;  // [n_keys]
+    for (int64_t task = b; task < e; ++task) {
+      const int64_t i = task / p.n_heads;
+      const int h = static_cast<int>(task % p.n_heads);
+      const int64_t n_keys = p.first_pos + i + 1;
+      if (scores.size() < size_t(n_keys)) scores.resize(size_t(n_keys));
+      const float* qh = f32_row(q, i) + h * hd;
+      const int64_t kv_off = int64_t(h / group) * hd;
+      float max_s = -INFINITY;
+      for (int64_t j = 0; j < n_keys; ++j) {
+        scores[j] = cpu::dot_f32(qh, f32_row(k, j) + kv_off, hd) * p.scale;
+        max_s = std::max(max_s, scores[j]);
+      }
+      const float inv_sum = 1.0f / cpu::exp_sub_sum(scores.data(), max_s, n_keys);
+      float* oh = f32_row(out, i) + h * hd;
+      std::memset(oh, 0, size_t(hd) * sizeof(float));
+      for (int64_t j = 0; j < n_keys; ++j) cpu::axpy_f32(scores[j], f32_row(v, j) + kv_off, oh, hd);
+      cpu::scale_f32(inv_sum, oh, hd);
+    }
+  });
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend(int n_threads) { return make_cpu_backend(n_threads, cpu_isa()); }
+
+std::unique_ptr<Backend> make_cpu_backend(int n_threads, CpuIsa isa) {
+  ONEBIT_CHECK_MSG(cpu_isa_supported(isa), "make_cpu_backend: ISA not supported by this CPU");
+  return std::make_unique<CpuBackend>(n_threads, isa);
+}
+
+}  // namespace onebit

@@ -1,0 +1,18 @@
+// The optimized CPU backend: host memory, SIMD kernels chosen at run time by CPUID (AVX2, AVX-VNNI,
+// AVX-512, AVX-512 VNNI), a thread pool. Implements backend/backend.h; knows nothing of models.
+#pragma once
+
+#include <memory>
+
+#include "backend/backend.h"
+#include "base/cpu_features.h"
+
+namespace onebit {
+
+// A CPU backend running its ops on n_threads threads (>= 1; the caller's thread is one of them)
+// with the kernels of cpu_isa() (the best this CPU has, or $ONEBIT_ISA).
+std::unique_ptr<Backend> make_cpu_backend(int n_threads);
+// The same with the kernels of `isa` forced (tests, benchmarks); CHECKs cpu_isa_supported(isa).
+std::unique_ptr<Backend> make_cpu_backend(int n_threads, CpuIsa isa);
+
+}  // namespace onebit

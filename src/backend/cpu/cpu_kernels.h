@@ -1,0 +1,80 @@
+// The CPU backend's kernel table: one dot kernel per weight type and SIMD target, the activation
+// formats they consume, and the vectorized small ops. Plain structs and function pointers only, so
+// that the per-ISA translation units (compiled with wider targets) instantiate no shared inline code.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "base/cpu_features.h"
+#include "gguf/ggml_type.h"
+#include "gguf/quants.h"
+
+namespace onebit::cpu {
+
+// Activations quantized for the 32-element block types (Q4_0..Q8_0): like ggml's block_q8_1, with
+// d and s kept as float rather than half (a little more accurate, same dot products).
+struct ActQ8 {
+  float d;            // scale: x ~= d * qs
+  float s;            // d * sum(qs): lets kernels apply weight offsets (-8, -16, +m) once a block
+  int8_t qs[kQK8_0];  // [32]
+};
+static_assert(sizeof(ActQ8) == 40);
+
+// How a weight type wants its activations.
+enum class ActFormat { kF32, kQ8, kQ8K };
+
+// Most activation rows one dot call handles (the register tile of matrix-matrix products).
+inline constexpr int kMaxDotRows = 4;
+
+// out[r * out_stride] = dot(weight row, activation row r) for r < n_x (1..kMaxDotRows), over k
+// elements. Activation rows are act_stride_bytes apart, in the format of the kernel's ActFormat.
+using DotFn = void (*)(int64_t k, const void* w_row, const void* act, size_t act_stride_bytes,
+                       int n_x, float* out, size_t out_stride);
+
+struct DotKernel {
+  DotFn fn = nullptr;  // nullptr: the type has no kernel
+  ActFormat act = ActFormat::kF32;
+};
+
+// Dot kernels of one SIMD target, indexed by the raw GgmlType value.
+struct DotTable {
+  CpuIsa isa;
+  DotKernel by_type[32];
+};
+
+// The table of each target (each lives in its own translation unit, compiled for that target).
+// Call only when cpu_isa_supported(target).
+const DotTable& dot_table_avx2();
+const DotTable& dot_table_avx_vnni();
+const DotTable& dot_table_avx512();
+const DotTable& dot_table_avx512_vnni();
+// The table of `isa`.
+const DotTable& dot_table(CpuIsa isa);
+
+// --- small ops (small_ops.cpp, AVX2: memory-light, never the bottleneck) ---
+// Quantizes x[k] (k % 32 == 0) to k / 32 ActQ8 blocks; optionally scaled by rms * w[k] first
+// (w may be null) so rms_norm fuses into the quantization.
+void quantize_act_q8(const float* x, ActQ8* y, int64_t k);
+// Quantizes x[k] (k % 256 == 0) to k / 256 BlockQ8_K blocks (symmetric, d = max|x| / 127).
+void quantize_act_q8k(const float* x, BlockQ8_K* y, int64_t k);
+// sum(x[i]^2) in float lanes, double across lanes.
+double sum_squares(const float* x, int64_t n);
+// y[i] = x[i] * scale * w[i].
+void scale_mul(const float* x, float scale, const float* w, float* y, int64_t n);
+// y[i] = a[i] + b[i].
+void add_rows(const float* a, const float* b, float* y, int64_t n);
+// y[i] = silu(g[i]) * u[i] with a vectorized expf (rel. error ~2 ulp).
+void swiglu_row(const float* g, const float* u, float* y, int64_t n);
+// y = softmax(x) over n (max-subtracted).
+void softmax_row(const float* x, float* y, int64_t n);
+// dot(a, b) over n floats.
+float dot_f32(const float* a, const float* b, int64_t n);
+// y[i] += a * x[i].
+void axpy_f32(float a, const float* x, float* y, int64_t n);
+// y[i] *= a.
+void scale_f32(float a, float* y, int64_t n);
+// exp(x[i] - m) in place for i < n; returns their sum.
+float exp_sub_sum(float* x, float m, int64_t n);
+
+}  // namespace onebit::cpu

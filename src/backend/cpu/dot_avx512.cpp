@@ -1,0 +1,19 @@
+// Dot kernels for AVX-512 F/BW/VL: the AVX2 kernels with EVEX encodings and 32 vector registers.
+// Every header is included before the target pragma so that no shared inline code is compiled for it.
+#include <type_traits>
+
+#include "backend/cpu/cpu_kernels.h"
+
+#pragma GCC target("avx512f,avx512bw,avx512vl")
+#define ONEBIT_DOT_NS avx512
+#define ONEBIT_DOT_VNNI 0
+#include "backend/cpu/dot_kernels_impl.h"
+
+namespace onebit::cpu {
+
+const DotTable& dot_table_avx512() {
+  static const DotTable kTable = avx512::make_table(CpuIsa::kAvx512);
+  return kTable;
+}
+
+}  // namespace onebit::cpu

@@ -1,0 +1,212 @@
+// The CPU backend's memory-light kernels (AVX2, the build baseline): activation quantization, norms,
+// SwiGLU, softmax and the f32 vector primitives attention is built from. They touch each element
+// once or twice, so wider targets would not change the step time; the table picker lives here too.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "backend/cpu/cpu_kernels.h"
+#include "base/check.h"
+
+namespace onebit::cpu {
+namespace {
+
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+inline float hmax(__m256 v) {
+  __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_max_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+inline int32_t hsum_i32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+  return _mm_cvtsi128_si32(s);
+}
+inline __m256 abs_ps(__m256 v) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v); }
+
+// exp(x) for 8 floats: 2^n * p(r), n = round(x / ln 2), r = x - n ln 2 in two parts (Cody-Waite),
+// p the degree-7 Taylor polynomial (|r| <= ln2/2 gives rel. error < 1e-8 before rounding).
+// Inputs are clamped to [-87.3, 88.3] so that 2^n stays a normal float.
+inline __m256 exp_ps(__m256 x) {
+  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.3f)), _mm256_set1_ps(88.3f));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.42860682030941723212e-6f), r);
+  __m256 p = _mm256_set1_ps(1.0f / 5040);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+// 32 floats * inv_d -> 32 int8 in element order, and their sum.
+inline int32_t round_pack32(const float* x, float inv_d, int8_t* out) {
+  const __m256 id = _mm256_set1_ps(inv_d);
+  __m256i i[4];
+  for (int j = 0; j < 4; ++j) {
+    const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + 8 * j), id);
+    i[j] = _mm256_cvtps_epi32(_mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+  const int32_t sum = hsum_i32(_mm256_add_epi32(_mm256_add_epi32(i[0], i[1]), _mm256_add_epi32(i[2], i[3])));
+  // packs interleave 128-bit lanes; the dword permute restores element order.
+  const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i[0], i[1]), _mm256_packs_epi32(i[2], i[3]));
+  const __m256i ordered = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), ordered);
+  return sum;
+}
+
+inline float abs_max(const float* x, int64_t n) {
+  __m256 m = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n; i += 8) m = _mm256_max_ps(m, abs_ps(_mm256_loadu_ps(x + i)));
+  return hmax(m);
+}
+
+}  // namespace
+
+void quantize_act_q8(const float* x, ActQ8* y, int64_t k) {
+  for (int64_t b = 0; b < k / kQK8_0; ++b) {
+    const float* xb = x + b * kQK8_0;
+    const float amax = abs_max(xb, kQK8_0);
+    const float d = amax / 127.0f;
+    const int32_t sum = round_pack32(xb, amax != 0.0f ? 127.0f / amax : 0.0f, y[b].qs);
+    y[b].d = d;
+    y[b].s = d * float(sum);
+  }
+}
+
+void quantize_act_q8k(const float* x, BlockQ8_K* y, int64_t k) {
+  for (int64_t b = 0; b < k / kQK_K; ++b) {
+    const float* xb = x + b * kQK_K;
+    const float amax = abs_max(xb, kQK_K);
+    const float inv_d = amax != 0.0f ? 127.0f / amax : 0.0f;
+    y[b].d = amax / 127.0f;
+    for (int c = 0; c < kQK_K / 32; ++c) round_pack32(xb + 32 * c, inv_d, y[b].qs + 32 * c);
+    for (int j = 0; j < kQK_K / 16; ++j) {
+      const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(y[b].qs + 16 * j));
+      const __m256i w = _mm256_cvtepi8_epi16(q);
+      y[b].bsums[j] = static_cast<int16_t>(hsum_i32(_mm256_madd_epi16(w, _mm256_set1_epi16(1))));
+    }
+  }
+}
+
+double sum_squares(const float* x, int64_t n) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256 v0 = _mm256_loadu_ps(x + i), v1 = _mm256_loadu_ps(x + i + 8);
+    a0 = _mm256_fmadd_ps(v0, v0, a0);
+    a1 = _mm256_fmadd_ps(v1, v1, a1);
+  }
+  double s = hsum(_mm256_add_ps(a0, a1));
+  for (; i < n; ++i) s += double(x[i]) * x[i];
+  return s;
+}
+
+void scale_mul(const float* x, float scale, const float* w, float* y, int64_t n) {
+  const __m256 s = _mm256_set1_ps(scale);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), s), _mm256_loadu_ps(w + i)));
+  }
+  for (; i < n; ++i) y[i] = (x[i] * scale) * w[i];
+}
+
+void add_rows(const float* a, const float* b, float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i)));
+  for (; i < n; ++i) y[i] = a[i] + b[i];
+}
+
+void swiglu_row(const float* g, const float* u, float* y, int64_t n) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 gv = _mm256_loadu_ps(g + i);
+    const __m256 silu = _mm256_div_ps(gv, _mm256_add_ps(one, exp_ps(_mm256_sub_ps(_mm256_setzero_ps(), gv))));
+    _mm256_storeu_ps(y + i, _mm256_mul_ps(silu, _mm256_loadu_ps(u + i)));
+  }
+  for (; i < n; ++i) y[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+}
+
+float exp_sub_sum(float* x, float m, int64_t n) {
+  const __m256 mv = _mm256_set1_ps(m);
+  __m256 acc = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 e = exp_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), mv));
+    _mm256_storeu_ps(x + i, e);
+    acc = _mm256_add_ps(acc, e);
+  }
+  float s = hsum(acc);
+  for (; i < n; ++i) s += x[i] = std::exp(x[i] - m);
+  return s;
+}
+
+void softmax_row(const float* x, float* y, int64_t n) {
+  if (n <= 0) return;
+  __m256 mv = _mm256_set1_ps(-INFINITY);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) mv = _mm256_max_ps(mv, _mm256_loadu_ps(x + i));
+  float m = hmax(mv);
+  for (; i < n; ++i) m = std::max(m, x[i]);
+  if (y != x) std::memmove(y, x, size_t(n) * sizeof(float));
+  const float sum = exp_sub_sum(y, m, n);
+  scale_f32(1.0f / sum, y, n);
+}
+
+float dot_f32(const float* a, const float* b, int64_t n) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    a0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), a0);
+    a1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), a1);
+  }
+  for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), a0);
+  float s = hsum(_mm256_add_ps(a0, a1));
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+void axpy_f32(float a, const float* x, float* y, int64_t n) {
+  const __m256 av = _mm256_set1_ps(a);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+  }
+  for (; i < n; ++i) y[i] += a * x[i];
+}
+
+void scale_f32(float a, float* y, int64_t n) {
+  const __m256 av = _mm256_set1_ps(a);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(av, _mm256_loadu_ps(y + i)));
+  for (; i < n; ++i) y[i] *= a;
+}
+
+const DotTable& dot_table(CpuIsa isa) {
+  ONEBIT_CHECK_MSG(cpu_isa_supported(isa), "dot_table: ISA not supported by this CPU");
+  switch (isa) {
+    case CpuIsa::kAvx2: return dot_table_avx2();
+    case CpuIsa::kAvxVnni: return dot_table_avx_vnni();
+    case CpuIsa::kAvx512: return dot_table_avx512();
+    case CpuIsa::kAvx512Vnni: return dot_table_avx512_vnni();
+  }
+  return dot_table_avx2();
+}
+
+}  // namespace onebit::cpu

@@ -1,0 +1,113 @@
+// The CPU backend's matmul against the reference backend on random data: every weight type, every
+// ISA this machine runs, sizes 0 / 1 / odd / non-multiples of the vector width / large, the
+// matrix-vector and tiled matrix-matrix paths, misaligned weights and activation rows, guard
+// regions around the output. Tolerances are normalized MSEs (ggml's test-backend-ops measure).
+#include <gtest/gtest.h>
+
+#include "cpu_test_util.h"
+#include "gguf/quants.h"
+
+namespace onebit {
+namespace {
+
+using namespace cpu_test;
+
+struct TypeCase {
+  GgmlType type;
+  int64_t block;      // elements per block: k must be a multiple
+  double max_nmse;    // against the float reference
+};
+
+// Quantized types see Q8 / Q8_K activation rounding (relative error ~1/254 per element, nmse
+// ~1e-5 on a dot of random data); ggml allows 5e-4 for quantized mul_mat. Float weights differ
+// from the double-accumulating reference only by float summation order.
+const TypeCase kTypes[] = {
+    {GgmlType::kF32, 1, 1e-10},   {GgmlType::kF16, 1, 1e-10},   {GgmlType::kBF16, 1, 1e-10},
+    {GgmlType::kQ8_0, 32, 5e-4},  {GgmlType::kQ4_0, 32, 5e-4},  {GgmlType::kQ4_1, 32, 5e-4},
+    {GgmlType::kQ5_0, 32, 5e-4},  {GgmlType::kQ5_1, 32, 5e-4},  {GgmlType::kQ4_K, 256, 5e-4},
+    {GgmlType::kQ5_K, 256, 5e-4}, {GgmlType::kQ6_K, 256, 5e-4}, {GgmlType::kQ8_K, 256, 1e-10},
+};
+
+class CpuMatmulTest : public ::testing::TestWithParam<CpuIsa> {};
+
+// Runs out = x * w^T on the CPU backend (n_threads) and on the reference, returns the nmse; also
+// checks the output's guard region. `misalign` shifts the weight bytes and activation rows.
+double run_case(CpuIsa isa, int n_threads, const TypeCase& tc, int64_t m, int64_t n, int64_t k,
+                int misalign, uint32_t seed) {
+  auto cpu = make_cpu_backend(n_threads, isa);
+  auto ref = make_reference_backend();
+  const std::vector<float> wf = random_floats(size_t(m * k), seed);
+  const size_t row_bytes = row_size(tc.type, k).value();
+  std::vector<uint8_t> storage(row_bytes * m + 64);
+  uint8_t* wbytes = storage.data() + misalign;
+  for (int64_t r = 0; r < m; ++r) quantize_row_reference(tc.type, wf.data() + r * k, wbytes + r * row_bytes, k);
+  const std::span<const uint8_t> wspan(wbytes, row_bytes * m);
+  Tensor w_cpu = cpu->weight_from_host(tc.type, m, k, wspan).value();
+  Tensor w_ref = ref->weight_from_host(tc.type, m, k, wspan).value();
+
+  // Activations: rows of a wider tensor (shifted by `misalign` floats) so rows are not 32-byte
+  // aligned; the reference gets the same values packed.
+  const std::vector<float> xf = random_floats(size_t(n * k), seed + 1);
+  std::vector<float> wide(size_t(n * (k + misalign)), 0.0f);
+  for (int64_t r = 0; r < n; ++r) std::memcpy(&wide[size_t(r * (k + misalign) + misalign)], &xf[size_t(r * k)], k * 4);
+  Tensor x_wide = upload(*cpu, n, k + misalign, wide);
+  Tensor x_cpu = x_wide;
+  x_cpu.offset_bytes += size_t(misalign) * 4;
+  x_cpu.n_cols = k;
+  Tensor x_ref = upload(*ref, n, k, xf);
+
+  Tensor out_cpu = guarded(*cpu, n, m);
+  Tensor out_ref = ref->alloc(GgmlType::kF32, n, m).value();
+  cpu->matmul(w_cpu, x_cpu, out_cpu);
+  ref->matmul(w_ref, x_ref, out_ref);
+  EXPECT_TRUE(guard_intact(*cpu, out_cpu)) << "write outside the output, m=" << m << " n=" << n << " k=" << k;
+  return nmse(download(*cpu, out_cpu), download(*ref, out_ref));
+}
+
+TEST_P(CpuMatmulTest, EveryTypeAndShapeMatchesReference) {
+  struct Shape { int64_t m, n, k_blocks, k_extra; };
+  // k = k_blocks * block + k_extra (k_extra only for the float types, whose block is 1).
+  const Shape shapes[] = {{1, 1, 1, 0},  {3, 1, 1, 7},  {17, 1, 3, 1},  {33, 2, 2, 15},
+                          {5, 5, 1, 9},  {16, 4, 4, 0}, {40, 67, 2, 3}, {19, 130, 1, 1}};
+  for (const TypeCase& tc : kTypes) {
+    for (const Shape& s : shapes) {
+      const int64_t k = tc.block == 1 ? s.k_blocks * 32 + s.k_extra : s.k_blocks * tc.block;
+      for (int misalign : {0, 3}) {
+        for (int threads : {1, 3}) {
+          const double e = run_case(GetParam(), threads, tc, s.m, s.n, k, misalign, uint32_t(s.m * 131 + s.n));
+          EXPECT_LE(e, tc.max_nmse) << ggml_type_name(uint32_t(tc.type)) << " m=" << s.m << " n=" << s.n
+                                    << " k=" << k << " misalign=" << misalign << " threads=" << threads;
+        }
+      }
+    }
+  }
+}
+
+TEST_P(CpuMatmulTest, LargeMatrixVectorAndMatrixMatrix) {
+  for (const TypeCase& tc : kTypes) {
+    const int64_t k = tc.block == 1 ? 1000 : 2048;
+    for (int64_t n : {1, 37}) {
+      const double e = run_case(GetParam(), 2, tc, 300, n, k, 1, 7);
+      EXPECT_LE(e, tc.max_nmse) << ggml_type_name(uint32_t(tc.type)) << " n=" << n;
+    }
+  }
+}
+
+TEST_P(CpuMatmulTest, EmptyShapesDoNothing) {
+  auto cpu = make_cpu_backend(2, GetParam());
+  std::vector<uint8_t> bytes(row_size(GgmlType::kQ4_0, 64).value() * 4);
+  Tensor w = cpu->weight_from_host(GgmlType::kQ4_0, 4, 64, bytes).value();
+  Tensor x = cpu->alloc(GgmlType::kF32, 0, 64).value();
+  Tensor out = cpu->alloc(GgmlType::kF32, 0, 4).value();
+  cpu->matmul(w, x, out);  // n == 0
+  Tensor w0 = cpu->weight_from_host(GgmlType::kQ4_0, 0, 64, {}).value();
+  Tensor x1 = guarded(*cpu, 1, 64);
+  Tensor out0 = guarded(*cpu, 1, 0);
+  cpu->matmul(w0, x1, out0);  // m == 0
+  EXPECT_TRUE(guard_intact(*cpu, out0));
+}
+
+INSTANTIATE_TEST_SUITE_P(Isa, CpuMatmulTest, ::testing::ValuesIn(supported_isas()), isa_param_name);
+
+}  // namespace
+}  // namespace onebit
