@@ -126,7 +126,8 @@ void TokenizerImpl::build_specials() {
   for (size_t i = 0; i < n; ++i) {
     if (!is_special_kind(v_.kinds[i]) || v_.tokens[i].empty()) continue;
     // HF matches "normalized" added tokens in the normalized text, by their normalized form.
-    special_pattern_[i] = v_.normalized_specials ? escape_spm_spaces(" " + v_.tokens[i]) : v_.tokens[i];
+    const bool normalized = v_.model == VocabModel::kSpm && v_.normalized_specials;
+    special_pattern_[i] = normalized ? escape_spm_spaces(" " + v_.tokens[i]) : v_.tokens[i];
     specials_by_byte_[static_cast<uint8_t>(special_pattern_[i][0])].push_back(static_cast<TokenId>(i));
   }
   for (auto& list : specials_by_byte_) {
@@ -171,13 +172,13 @@ std::vector<TokenizerImpl::Fragment> TokenizerImpl::split_special(std::string_vi
 std::vector<TokenId> TokenizerImpl::encode(std::string_view text, const EncodeOptions& options) const {
   std::vector<TokenId> out;
   if (options.add_bos && v_.bos_id >= 0) out.push_back(v_.bos_id);
-  // llama.cpp llama_tokenize_impl: SPM text gets a leading space at the start and after each
-  // special token (HF's Prepend normalizer runs on each segment between added tokens).
-  if (v_.normalized_specials) {
+  if (v_.model == VocabModel::kSpm && v_.normalized_specials) {
     encode_normalized_first(text, options, out);
     if (options.add_eos && v_.eos_id >= 0) out.push_back(v_.eos_id);
     return out;
   }
+  // llama.cpp llama_tokenize_impl: SPM text gets a leading space at the start and after each
+  // special token (HF's Prepend normalizer runs on each segment between added tokens).
   bool prev_special = true;
   for (const Fragment& f : split_special(text, options.parse_special)) {
     if (f.token >= 0) {
