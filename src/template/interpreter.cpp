@@ -34,6 +34,10 @@ Interpreter::Interpreter(const RenderOptions& options, std::shared_ptr<Scope> ro
   add_globals(globals_);
 }
 
+Interpreter::~Interpreter() {
+  for (auto& ns : namespaces_) ns.entries().clear();
+}
+
 void Interpreter::render(const Body& body) { exec_body(body, root_); }
 
 void Interpreter::step() {
@@ -183,6 +187,7 @@ Interpreter::Flow Interpreter::exec_for(const Stmt& s, const std::shared_ptr<Sco
   iter_scope->parent = scope;
   auto index = std::make_shared<int64_t>(0);
   Value loop = Value::name_space();
+  track(loop);
   for (const char* key : {"index", "index0", "revindex", "revindex0", "first", "last", "length", "depth",
                           "depth0", "previtem", "nextitem"}) {
     loop.entries().emplace_back(Value::string(key), Value());

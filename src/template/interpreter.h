@@ -39,6 +39,9 @@ struct Scope {
 class Interpreter {
  public:
   Interpreter(const RenderOptions& options, std::shared_ptr<Scope> root);
+  ~Interpreter();
+  Interpreter(const Interpreter&) = delete;
+  Interpreter& operator=(const Interpreter&) = delete;
 
   // Renders `body` into the output buffer. Throws RenderError.
   void render(const Body& body);
@@ -61,6 +64,9 @@ class Interpreter {
   // repeated operations on huge strings stay bounded too.
   void charge(size_t n_bytes);
   const RenderOptions& options() const { return options_; }
+  // Remembers a namespace made during the render; the destructor empties them all, breaking
+  // the reference cycles a template can build (`set ns.me = ns`) so nothing leaks.
+  void track(const Value& ns) { namespaces_.push_back(ns); }
 
  private:
   enum class Flow { kNormal, kBreak, kContinue };
@@ -89,6 +95,7 @@ class Interpreter {
   const RenderOptions& options_;
   std::shared_ptr<Scope> root_;
   std::unordered_map<std::string, Value> globals_;
+  std::vector<Value> namespaces_;
   std::string out_;
   std::string* sink_;
   int64_t steps_ = 0;

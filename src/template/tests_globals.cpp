@@ -119,7 +119,9 @@ Value g_dict(Interpreter&, CallArgs& args) {
 
 Value g_namespace(Interpreter& in, CallArgs& args) {
   Value d = g_dict(in, args);
-  return Value::name_space(d.entries());
+  Value ns = Value::name_space(d.entries());
+  in.track(ns);
+  return ns;
 }
 
 Value g_raise_exception(Interpreter&, CallArgs& args) {
@@ -143,10 +145,11 @@ Value g_strftime_now(Interpreter& in, CallArgs& args) {
   return Value::string(std::string(buf, n));
 }
 
-Value g_cycler(Interpreter&, CallArgs& args) {
+Value g_cycler(Interpreter& in, CallArgs& args) {
   List items = args.positional;
   auto pos = std::make_shared<size_t>(0);
   Value c = Value::name_space();
+  in.track(c);
   c.set(Value::string("next"), Value::callable("next", [items, pos](Interpreter&, CallArgs&) {
           if (items.empty()) return Value::none();
           return items[(*pos)++ % items.size()];
