@@ -143,6 +143,7 @@ class Parser {
     if (name == "call") return parse_call_block(tok);
     if (name == "filter") return parse_filter_block(tok);
     if (name == "with") return parse_with(tok);
+    if (name == "generation") return parse_generation(tok);
     if (name == "break" || name == "continue") {
       if (loop_depth_ == 0) fail(tok, "'" + name + "' outside of a for loop");
       expect_block_end();
@@ -296,6 +297,17 @@ class Parser {
     expect_block_end();
     std::string end;
     s->body = subparse({"endwith"}, &end);
+    expect_block_end();
+    return s;
+  }
+
+  // transformers' AssistantTracker tag: renders its body like a call block (own scope); the
+  // assistant-token mask it can also compute is a training feature we do not need.
+  StmtPtr parse_generation(const Token& tok) {
+    auto s = stmt(Stmt::Kind::kWith, tok);
+    expect_block_end();
+    std::string end;
+    s->body = subparse({"endgeneration"}, &end);
     expect_block_end();
     return s;
   }

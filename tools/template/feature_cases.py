@@ -218,6 +218,7 @@ FEATURES = [
     "{% for k, v in d | dictsort %}{{ k }}{{ v }}{% endfor %} {% for k, v in d.items() | sort(attribute='1') %}{{ k }}{% endfor %}",
     "{{ nested['k']['inner'][1]['deep'] }} {{ nested.k.inner.1.deep }} {{ nested.k.inner[-1].deep }}",
     "{% for x in nums %}{{ loop.index }}{% if loop.index == 2 %}{% continue %}{% endif %}-{% endfor %}",
+    "{% for m in messages %}{% if m.role == 'assistant' %}{% generation %}{{ m.content }}{% set inside = 1 %}{% endgeneration %}{% endif %}{% endfor %}[{{ inside }}]",
     # syntax errors
     "{% if true %}unclosed",
     "{{ 1 + }}",

@@ -3,7 +3,7 @@
 
 The environment is the one transformers' apply_chat_template builds
 (transformers/utils/chat_template_utils.py): ImmutableSandboxedEnvironment with trim_blocks,
-lstrip_blocks and the loopcontrols extension; a tojson filter that keeps non-ASCII; the
+lstrip_blocks, the loopcontrols extension and the {% generation %} tag; a tojson filter that keeps non-ASCII; the
 raise_exception and strftime_now globals. strftime_now is pinned to a fixed time so the
 goldens are deterministic.
 
@@ -25,7 +25,8 @@ import random
 import sys
 
 import jinja2
-from jinja2.ext import loopcontrols
+from jinja2 import nodes
+from jinja2.ext import Extension, loopcontrols
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 FIXED_NOW = datetime.datetime(2024, 7, 26, 13, 5, 9)
@@ -33,6 +34,20 @@ FIXED_NOW = datetime.datetime(2024, 7, 26, 13, 5, 9)
 
 class RaisedByTemplate(jinja2.exceptions.TemplateError):
     pass
+
+
+class GenerationTag(Extension):
+    """{% generation %}...{% endgeneration %} as transformers' AssistantTracker renders it when
+    no assistant mask is requested: the body, as a call block."""
+    tags = {"generation"}
+
+    def parse(self, parser):
+        lineno = next(parser.stream).lineno
+        body = parser.parse_statements(["name:endgeneration"], drop_needle=True)
+        return nodes.CallBlock(self.call_method("_render"), [], [], body).set_lineno(lineno)
+
+    def _render(self, caller):
+        return caller()
 
 
 def make_env():
@@ -47,7 +62,7 @@ def make_env():
         return FIXED_NOW.strftime(fmt)
 
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
-                                        extensions=[loopcontrols])
+                                        extensions=[GenerationTag, loopcontrols])
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = strftime_now
