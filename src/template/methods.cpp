@@ -159,10 +159,72 @@ std::string str_format(const std::string& fmt, const CallArgs& args) {
   return out;
 }
 
+Value str_join(Interpreter& in, const std::string& sep, const CallArgs& args) {
+  const Value* items = args.get(0, "iterable");
+  if (!items) throw RenderError("join() takes exactly one argument");
+  std::string out;
+  bool first = true;
+  for (const auto& v : in.iterate(*items)) {
+    if (!v.is_string()) throw RenderError("sequence item: expected str instance, " + v.type_name() + " found");
+    if (!first) out += sep;
+    first = false;
+    out += v.as_string();
+    in.check_size(out.size());
+  }
+  return Value::string(out);
+}
+
+// find, rfind, index, rindex, count: positions in code points, as Python reports them.
+Value str_search(const std::string& s, const std::string& name, const CallArgs& args) {
+  const Value* sub = args.get(0, "sub");
+  if (!sub || !sub->is_string()) throw RenderError(name + "() needs a string argument");
+  const std::string& x = sub->as_string();
+  if (name == "count") {
+    if (x.empty()) return Value::integer(static_cast<int64_t>(utf8_length(s)) + 1);
+    int64_t n = 0;
+    for (size_t p = s.find(x); p != std::string::npos; p = s.find(x, p + x.size())) ++n;
+    return Value::integer(n);
+  }
+  size_t p = (name == "find" || name == "index") ? s.find(x) : s.rfind(x);
+  if (p == std::string::npos) {
+    if (name == "index" || name == "rindex") throw RenderError("substring not found");
+    return Value::integer(-1);
+  }
+  return Value::integer(static_cast<int64_t>(utf8_length(s.substr(0, p))));
+}
+
+// isdigit, isalpha, isalnum, isspace (ASCII classes), islower, isupper.
+Value str_predicate(const std::string& s, const std::string& name) {
+  auto all_chars = [&](int (*pred)(int)) {
+    return !s.empty() && std::all_of(s.begin(), s.end(), [&](char c) { return pred(static_cast<unsigned char>(c)) != 0; });
+  };
+  if (name == "isdigit") return Value::boolean(all_chars(::isdigit));
+  if (name == "isalpha") return Value::boolean(all_chars(::isalpha));
+  if (name == "isalnum") return Value::boolean(all_chars(::isalnum));
+  if (name == "isspace") return Value::boolean(all_chars(::isspace));
+  bool cased = std::any_of(s.begin(), s.end(), ::isalpha);
+  bool ok = name == "islower" ? py_lower(s) == s : py_upper(s) == s;
+  return Value::boolean(cased && ok);
+}
+
+Value str_splitlines(const std::string& s) {
+  List out;
+  size_t start = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '\n' || s[i] == '\r') {
+      out.push_back(Value::string(s.substr(start, i - start)));
+      if (s[i] == '\r' && i + 1 < s.size() && s[i + 1] == '\n') ++i;
+      start = i + 1;
+    }
+  }
+  if (start < s.size()) out.push_back(Value::string(s.substr(start)));
+  return Value::list(std::move(out));
+}
+
 Value string_method(Interpreter& in, const Value& self, const std::string& name, CallArgs& args) {
   const std::string& s = self_str(self);
-  bool given = false;
   if (name == "strip" || name == "lstrip" || name == "rstrip") {
+    bool given = false;
     std::string chars = opt_chars(args, &given);
     return Value::string(py_strip(s, given ? &chars : nullptr, name != "rstrip", name != "lstrip"));
   }
@@ -176,66 +238,12 @@ Value string_method(Interpreter& in, const Value& self, const std::string& name,
   if (name == "lower") return Value::string(py_lower(s));
   if (name == "title") return Value::string(py_title(s));
   if (name == "capitalize") return Value::string(py_capitalize(s));
-  if (name == "replace") return in.apply_filter("replace", self, args);
-  if (name == "center") return in.apply_filter("center", self, args);
+  if (name == "replace" || name == "center") return in.apply_filter(name, self, args);
   if (name == "format") return Value::string(str_format(s, args));
-  if (name == "join") {
-    std::string out;
-    const Value* items = args.get(0, "iterable");
-    if (!items) throw RenderError("join() takes exactly one argument");
-    bool first = true;
-    for (const auto& v : in.iterate(*items)) {
-      if (!v.is_string()) throw RenderError("sequence item: expected str instance, " + v.type_name() + " found");
-      if (!first) out += s;
-      first = false;
-      out += v.as_string();
-      in.check_size(out.size());
-    }
-    return Value::string(out);
-  }
-  if (name == "find" || name == "rfind" || name == "count" || name == "index" || name == "rindex") {
-    const Value* sub = args.get(0, "sub");
-    if (!sub || !sub->is_string()) throw RenderError(name + "() needs a string argument");
-    const std::string& x = sub->as_string();
-    if (name == "count") {
-      int64_t n = 0;
-      if (x.empty()) return Value::integer(static_cast<int64_t>(utf8_length(s)) + 1);
-      for (size_t p = s.find(x); p != std::string::npos; p = s.find(x, p + x.size())) ++n;
-      return Value::integer(n);
-    }
-    size_t p = (name == "find" || name == "index") ? s.find(x) : s.rfind(x);
-    if (p == std::string::npos) {
-      if (name == "index" || name == "rindex") throw RenderError("substring not found");
-      return Value::integer(-1);
-    }
-    return Value::integer(static_cast<int64_t>(utf8_length(s.substr(0, p))));
-  }
-  auto all_chars = [&](int (*pred)(int)) {
-    return !s.empty() && std::all_of(s.begin(), s.end(), [&](char c) { return pred(static_cast<unsigned char>(c)) != 0; });
-  };
-  if (name == "isdigit") return Value::boolean(all_chars(::isdigit));
-  if (name == "isalpha") return Value::boolean(all_chars(::isalpha));
-  if (name == "isalnum") return Value::boolean(all_chars(::isalnum));
-  if (name == "isspace") return Value::boolean(all_chars(::isspace));
-  if (name == "islower" || name == "isupper") {
-    bool cased = std::any_of(s.begin(), s.end(), ::isalpha);
-    bool ok = name == "islower" ? py_lower(s) == s : py_upper(s) == s;
-    return Value::boolean(cased && ok);
-  }
-  if (name == "splitlines") {
-    List out;
-    size_t start = 0;
-    for (size_t i = 0; i < s.size(); ++i) {
-      if (s[i] == '\n' || s[i] == '\r') {
-        out.push_back(Value::string(s.substr(start, i - start)));
-        if (s[i] == '\r' && i + 1 < s.size() && s[i + 1] == '\n') ++i;
-        start = i + 1;
-      }
-    }
-    if (start < s.size()) out.push_back(Value::string(s.substr(start)));
-    return Value::list(std::move(out));
-  }
-  throw RenderError("str has no method '" + name + "'");
+  if (name == "join") return str_join(in, s, args);
+  if (name == "splitlines") return str_splitlines(s);
+  if (name.rfind("is", 0) == 0) return str_predicate(s, name);
+  return str_search(s, name, args);
 }
 
 Value unsafe(const Value& self, const std::string& name) {
