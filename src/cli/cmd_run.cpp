@@ -6,6 +6,7 @@
 #include <string>
 
 #include "backend/backend.h"
+#include "backend/cpu/cpu_backend.h"
 #include "cli/command.h"
 #include "engine/generate.h"
 #include "engine/utf8.h"
@@ -58,8 +59,8 @@ int run(const ParsedArgs& args) {
   if (!file.ok()) return failure(kCmd, file.message());
   auto tokenizer = Tokenizer::from_gguf(*file);
   if (!tokenizer.ok()) return failure(kCmd, path + ": vocabulary: " + tokenizer.message());
-  // TODO(engine): the optimized CPU backend takes --threads; the reference backend is scalar. #4
-  auto backend = make_reference_backend();
+  if (args.has("backend") && args.get("backend") != "cpu" && args.get("backend") != "reference") return usage_error(kCmd, "--backend is cpu or reference, not '" + args.get("backend") + "'");
+  auto backend = args.get("backend") == "reference" ? make_reference_backend() : make_cpu_backend(*threads);
   auto model = Model::load(*file, *backend);
   if (!model.ok()) return failure(kCmd, path + ": " + model.message());
 
@@ -129,6 +130,7 @@ Command run_command() {
               {"top-p", 0, "P", "nucleus sampling threshold; 1 = off (default 0.95)"},
               {"min-p", 0, "P", "drop tokens below P x the top probability; 0 = off (default 0.05)"},
               {"threads", 't', "N", "CPU threads (default 1; the reference backend uses one)"},
+              {"backend", 0, "NAME", "cpu (SIMD, the default) or reference (scalar oracle)"},
               {"dump", 0, "", "print every named intermediate of every layer to stderr (debugging)"},
           },
           run};

@@ -37,5 +37,8 @@ Command convert_command();
 Command serve_command();
 Command run_command();
 Command template_command();
+Command quantize_command();
+// `1bit convert --random`: defined in cmd_convert_random.cpp.
+int convert_random(const ParsedArgs& args);
 
 }  // namespace onebit::cli

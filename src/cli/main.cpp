@@ -16,6 +16,7 @@ const std::vector<Command>& commands() {
       info_command(),
       tokenize_command(),
       convert_command(),
+      quantize_command(),
       template_command(),
       version_command(),
   };

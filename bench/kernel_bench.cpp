@@ -1,0 +1,113 @@
+// Micro-benchmarks (Google Benchmark) of the CPU backend's matmul kernels, one thread, for every
+// weight type and ISA this machine has: matrix-vector (n = 1, the decode shape) and matrix-matrix
+// (n = 64, prompt tiles), with the scalar reference backend's time for the same product as the
+// counter `x_vs_ref` (reference time / kernel time) and the weight bytes streamed per second.
+#include <benchmark/benchmark.h>
+
+#include <chrono>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/cpu_backend.h"
+#include "base/cpu_features.h"
+#include "gguf/quants.h"
+
+namespace onebit {
+namespace {
+
+constexpr int64_t kM = 2048, kK = 2048;  // one square TinyLlama-sized projection
+
+const GgmlType kTypes[] = {GgmlType::kF32,  GgmlType::kF16,  GgmlType::kBF16, GgmlType::kQ8_0,
+                           GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1,
+                           GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K};
+
+struct Problem {
+  std::vector<uint8_t> w;   // [kM, row bytes]
+  std::vector<float> x;     // [n, kK]
+};
+
+Problem make_problem(GgmlType type, int64_t n) {
+  Problem p;
+  std::mt19937 rng(1);
+  std::normal_distribution<float> dist;
+  const size_t rb = row_size(type, kK).value();
+  p.w.resize(rb * kM);
+  std::vector<float> row(kK);
+  for (int64_t r = 0; r < kM; ++r) {
+    for (float& v : row) v = dist(rng);
+    quantize_row_reference(type, row.data(), p.w.data() + r * rb, kK);
+  }
+  p.x.resize(size_t(n * kK));
+  for (float& v : p.x) v = dist(rng);
+  return p;
+}
+
+// One matmul on `be`; returns seconds.
+double time_once(Backend& be, const Tensor& w, const Tensor& x, const Tensor& out) {
+  const auto t0 = std::chrono::steady_clock::now();
+  be.matmul(w, x, out);
+  be.synchronize();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double reference_seconds(GgmlType type, int64_t n) {
+  static std::map<std::pair<int, int64_t>, double> cache;
+  const auto key = std::make_pair(int(type), n);
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  Problem p = make_problem(type, n);
+  auto be = make_reference_backend();
+  Tensor w = be->weight_from_host(type, kM, kK, p.w).value();
+  Tensor x = be->alloc(GgmlType::kF32, n, kK).value();
+  be->write(x, p.x.data());
+  Tensor out = be->alloc(GgmlType::kF32, n, kM).value();
+  double best = 1e30;
+  for (int i = 0; i < 2; ++i) best = std::min(best, time_once(*be, w, x, out));
+  return cache[key] = best;
+}
+
+void bm_matmul(benchmark::State& state, CpuIsa isa, GgmlType type, int64_t n) {
+  Problem p = make_problem(type, n);
+  auto be = make_cpu_backend(1, isa);
+  Tensor w = be->weight_from_host(type, kM, kK, p.w).value();
+  Tensor x = be->alloc(GgmlType::kF32, n, kK).value();
+  be->write(x, p.x.data());
+  Tensor out = be->alloc(GgmlType::kF32, n, kM).value();
+  double total = 0;
+  int64_t iters = 0;
+  for (auto _ : state) {
+    total += time_once(*be, w, x, out);
+    ++iters;
+  }
+  const double per_call = total / double(iters);
+  state.counters["x_vs_ref"] = reference_seconds(type, n) / per_call;
+  state.counters["weight_GB/s"] = double(p.w.size()) / per_call / 1e9;
+  state.counters["GFLOP/s"] = 2.0 * kM * kK * n / per_call / 1e9;
+}
+
+void register_all() {
+  for (CpuIsa isa : {CpuIsa::kAvx2, CpuIsa::kAvxVnni, CpuIsa::kAvx512, CpuIsa::kAvx512Vnni}) {
+    if (!cpu_isa_supported(isa)) continue;
+    for (GgmlType type : kTypes) {
+      for (int64_t n : {1, 64}) {
+        const std::string name = std::string(n == 1 ? "matvec/" : "matmul64/") +
+                                 ggml_type_name(uint32_t(type)) + "/" + std::string(cpu_isa_name(isa));
+        benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) { bm_matmul(s, isa, type, n); })
+            ->Unit(benchmark::kMicrosecond)
+            ->MinTime(0.2);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace onebit
+
+int main(int argc, char** argv) {
+  onebit::register_all();
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
