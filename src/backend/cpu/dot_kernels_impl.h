@@ -69,51 +69,76 @@ inline const BlockQ8_K* act_q8k(const void* act, size_t stride, int r) {
 }
 
 // --- 32-element block types ---------------------------------------------------------------
-// dot = sum_b dw_b * (dx_b * sum(q * y) + kOffset * s_b) [+ m_b * s_b for the "_1" types], where
-// q are the unsigned codes. Two accumulators per row hide the FMA latency at n_x == 1.
-template <class Block, int kBits, bool kHasMin, int kOffset, int NX>
+// Q4_0 / Q5_0 (kSigned): codes minus their offset (8, 16) as signed bytes, |q| * sign(y, q) so
+// that maddubs' first operand stays unsigned, as ggml's mul_sum_i8_pairs. Q4_1 / Q5_1: unsigned
+// codes, and the block min meets the activation block's sum once: dot = dw dx sum(q y) + m s.
+// Blocks go in pairs into two accumulators (no loop-carried FMA stall at n_x == 1).
+template <class Block, int kBits, bool kSigned>
+inline __m256i legacy_codes(const Block& blk) {
+  __m256i q = unpack_nibbles(blk.qs);
+  if constexpr (kBits == 5) q = _mm256_or_si256(q, unpack_high_bits(blk.qh));
+  if constexpr (kSigned) q = _mm256_sub_epi8(q, _mm256_set1_epi8(kBits == 5 ? 16 : 8));
+  return q;
+}
+
+template <class Block, int kBits, bool kSigned, int NX>
+inline void legacy_block(const Block& blk, int64_t b, const void* act, size_t stride, __m256* acc, float* corr) {
+  const float dw = half(blk.d);
+  const __m256i q = legacy_codes<Block, kBits, kSigned>(blk);
+  const __m256i q_u = kSigned ? _mm256_sign_epi8(q, q) : q;
+  for (int r = 0; r < NX; ++r) {
+    const ActQ8& a = act_q8(act, stride, r)[b];
+    __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs));
+    if constexpr (kSigned) y = _mm256_sign_epi8(y, q);
+    const __m256i p = dot_u8s8(_mm256_setzero_si256(), q_u, y);
+    acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a.d), _mm256_cvtepi32_ps(p), acc[r]);
+    if constexpr (!kSigned) corr[r] += half(blk.m) * a.s;
+  }
+}
+
+template <class Block, int kBits, bool kSigned, int NX>
 void dot_legacy(int64_t k, const void* w_row, const void* act, size_t stride, float* out, size_t os) {
   const Block* w = static_cast<const Block*>(w_row);
   const int64_t nb = k / 32;
-  __m256 acc[NX][2];
-  float corr[NX];
-  for (int r = 0; r < NX; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps(), corr[r] = 0.0f;
-  for (int64_t b = 0; b < nb; ++b) {
-    const float dw = half(w[b].d);
-    __m256i q = unpack_nibbles(w[b].qs);
-    if constexpr (kBits == 5) q = _mm256_or_si256(q, unpack_high_bits(w[b].qh));
-    float mw = 0.0f;
-    if constexpr (kHasMin) mw = half(w[b].m);
-    for (int r = 0; r < NX; ++r) {
-      const ActQ8& a = act_q8(act, stride, r)[b];
-      const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs));
-      const __m256i p = dot_u8s8(_mm256_setzero_si256(), q, y);
-      acc[r][b & 1] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a.d), _mm256_cvtepi32_ps(p), acc[r][b & 1]);
-      corr[r] += (kHasMin ? mw : dw * float(kOffset)) * a.s;
-    }
+  __m256 acc0[NX], acc1[NX];
+  float corr0[NX], corr1[NX];
+  for (int r = 0; r < NX; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps(), corr0[r] = corr1[r] = 0.0f;
+  int64_t b = 0;
+  for (; b + 2 <= nb; b += 2) {
+    legacy_block<Block, kBits, kSigned, NX>(w[b], b, act, stride, acc0, corr0);
+    legacy_block<Block, kBits, kSigned, NX>(w[b + 1], b + 1, act, stride, acc1, corr1);
   }
-  for (int r = 0; r < NX; ++r) out[r * os] = hsum(_mm256_add_ps(acc[r][0], acc[r][1])) + corr[r];
+  if (b < nb) legacy_block<Block, kBits, kSigned, NX>(w[b], b, act, stride, acc0, corr0);
+  for (int r = 0; r < NX; ++r) out[r * os] = hsum(_mm256_add_ps(acc0[r], acc1[r])) + corr0[r] + corr1[r];
 }
 
-// Q8_0: signed codes; |w| * sign(y, w) keeps maddubs' first operand unsigned.
+// Q8_0: signed codes, the same |w| * sign(y, w) scheme.
+template <int NX>
+inline void q8_0_block(const BlockQ8_0& blk, int64_t b, const void* act, size_t stride, __m256* acc) {
+  const float dw = half(blk.d);
+  const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs));
+  const __m256i q_abs = _mm256_sign_epi8(q, q);
+  for (int r = 0; r < NX; ++r) {
+    const ActQ8& a = act_q8(act, stride, r)[b];
+    const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs));
+    const __m256i p = dot_u8s8(_mm256_setzero_si256(), q_abs, _mm256_sign_epi8(y, q));
+    acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a.d), _mm256_cvtepi32_ps(p), acc[r]);
+  }
+}
+
 template <int NX>
 void dot_q8_0(int64_t k, const void* w_row, const void* act, size_t stride, float* out, size_t os) {
   const BlockQ8_0* w = static_cast<const BlockQ8_0*>(w_row);
   const int64_t nb = k / 32;
-  __m256 acc[NX][2];
-  for (int r = 0; r < NX; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    const float dw = half(w[b].d);
-    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qs));
-    const __m256i q_abs = _mm256_sign_epi8(q, q);
-    for (int r = 0; r < NX; ++r) {
-      const ActQ8& a = act_q8(act, stride, r)[b];
-      const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs));
-      const __m256i p = dot_u8s8(_mm256_setzero_si256(), q_abs, _mm256_sign_epi8(y, q));
-      acc[r][b & 1] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a.d), _mm256_cvtepi32_ps(p), acc[r][b & 1]);
-    }
+  __m256 acc0[NX], acc1[NX];
+  for (int r = 0; r < NX; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
+  int64_t b = 0;
+  for (; b + 2 <= nb; b += 2) {
+    q8_0_block<NX>(w[b], b, act, stride, acc0);
+    q8_0_block<NX>(w[b + 1], b + 1, act, stride, acc1);
   }
-  for (int r = 0; r < NX; ++r) out[r * os] = hsum(_mm256_add_ps(acc[r][0], acc[r][1]));
+  if (b < nb) q8_0_block<NX>(w[b], b, act, stride, acc0);
+  for (int r = 0; r < NX; ++r) out[r * os] = hsum(_mm256_add_ps(acc0[r], acc1[r]));
 }
 
 // --- K-quants (super-blocks of 256, Q8_K activations) ---------------------------------------
@@ -276,10 +301,10 @@ void by_rows(int64_t k, const void* w, const void* act, size_t stride, int n_x, 
   }
 }
 
-template <int NX> struct KQ4_0 { static void run(int64_t k, const void* w, const void* a, size_t s, float* o, size_t os) { dot_legacy<BlockQ4_0, 4, false, -8, NX>(k, w, a, s, o, os); } };
-template <int NX> struct KQ4_1 { static void run(int64_t k, const void* w, const void* a, size_t s, float* o, size_t os) { dot_legacy<BlockQ4_1, 4, true, 0, NX>(k, w, a, s, o, os); } };
-template <int NX> struct KQ5_0 { static void run(int64_t k, const void* w, const void* a, size_t s, float* o, size_t os) { dot_legacy<BlockQ5_0, 5, false, -16, NX>(k, w, a, s, o, os); } };
-template <int NX> struct KQ5_1 { static void run(int64_t k, const void* w, const void* a, size_t s, float* o, size_t os) { dot_legacy<BlockQ5_1, 5, true, 0, NX>(k, w, a, s, o, os); } };
+template <int NX> struct KQ4_0 { static void run(int64_t k, const void* w, const void* a, size_t s, float* o, size_t os) { dot_legacy<BlockQ4_0, 4, true, NX>(k, w, a, s, o, os); } };
+template <int NX> struct KQ4_1 { static void run(int64_t k, const void* w, const void* a, size_t s, float* o, size_t os) { dot_legacy<BlockQ4_1, 4, false, NX>(k, w, a, s, o, os); } };
+template <int NX> struct KQ5_0 { static void run(int64_t k, const void* w, const void* a, size_t s, float* o, size_t os) { dot_legacy<BlockQ5_0, 5, true, NX>(k, w, a, s, o, os); } };
+template <int NX> struct KQ5_1 { static void run(int64_t k, const void* w, const void* a, size_t s, float* o, size_t os) { dot_legacy<BlockQ5_1, 5, false, NX>(k, w, a, s, o, os); } };
 template <int NX> struct KQ8_0 { static void run(int64_t k, const void* w, const void* a, size_t s, float* o, size_t os) { dot_q8_0<NX>(k, w, a, s, o, os); } };
 template <int NX> struct KQ4_K { static void run(int64_t k, const void* w, const void* a, size_t s, float* o, size_t os) { dot_q45_k<false, NX>(k, w, a, s, o, os); } };
 template <int NX> struct KQ5_K { static void run(int64_t k, const void* w, const void* a, size_t s, float* o, size_t os) { dot_q45_k<true, NX>(k, w, a, s, o, os); } };

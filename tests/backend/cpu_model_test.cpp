@@ -1,0 +1,108 @@
+// End to end: the CPU backend runs whole models like the reference backend. stories260K (F32, and
+// re-encoded to every weight type) and the tiny HF golden checkpoints (tests/golden/model, converted
+// with convert_hf): last-token logits within a normalized MSE, and greedy stories260K text identical.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <vector>
+
+#include "cpu_test_util.h"
+#include "engine/generate.h"
+#include "gguf/gguf_reader.h"
+#include "model/convert_hf.h"
+#include "model/model.h"
+#include "model/quantize_model.h"
+#include "testdata.h"
+
+namespace onebit {
+namespace {
+
+using namespace cpu_test;
+namespace fs = std::filesystem;
+
+// Logits of every prompt token (all_logits) on `be`.
+std::vector<float> logits_of(const GgufFile& f, Backend& be, const std::vector<TokenId>& prompt) {
+  auto model = Model::load(f, be);
+  EXPECT_TRUE(model.ok()) << model.message();
+  if (!model.ok()) return {};
+  auto kv = (*model)->new_kv_cache(64).value();
+  Batch b{{BatchSequence{&kv, prompt, /*all_logits=*/true}}};
+  std::vector<float> logits;
+  EXPECT_TRUE((*model)->forward(b, logits).ok());
+  return logits;
+}
+
+std::vector<TokenId> greedy(const GgufFile& f, Backend& be, const std::vector<TokenId>& prompt, int n) {
+  auto model = Model::load(f, be).value();
+  GenerateOptions o;
+  o.n_predict = n;
+  o.sampler.temperature = 0.0f;
+  std::vector<TokenId> out;
+  EXPECT_TRUE(generate(*model, prompt, o, [&](TokenId t) { out.push_back(t); return true; }).ok());
+  return out;
+}
+
+const std::vector<TokenId> kPrompt = {1, 403, 407, 261, 378};  // <s> Once upon a time
+
+TEST(CpuModel, Stories260KLogitsAndGreedyTextMatchReference) {
+  ONEBIT_REQUIRE_TESTDATA("models/stories260K.gguf");
+  auto f = GgufFile::open(testing::testdata_path("models/stories260K.gguf")).value();
+  auto ref = make_reference_backend();
+  const auto want = logits_of(f, *ref, kPrompt);
+  const auto want_text = greedy(f, *ref, kPrompt, 120);
+  for (CpuIsa isa : supported_isas()) {
+    for (int threads : {1, 2}) {
+      auto cpu = make_cpu_backend(threads, isa);
+      EXPECT_LE(nmse(logits_of(f, *cpu, kPrompt), want), 1e-10) << cpu_isa_name(isa);
+      EXPECT_EQ(greedy(f, *cpu, kPrompt, 120), want_text) << cpu_isa_name(isa) << " threads=" << threads;
+    }
+  }
+}
+
+// Every weight type: stories260K re-encoded (its 2-D tensors have 64..512 columns, so K-quant
+// rows fall back as llama.cpp does where 256 does not divide them).
+TEST(CpuModel, Stories260KEveryTypeMatchesReferenceOnSameWeights) {
+  ONEBIT_REQUIRE_TESTDATA("models/stories260K.gguf");
+  const fs::path dir = fs::temp_directory_path() / ("onebit_cpu_model_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  for (const char* t : {"f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_K", "q5_K", "q6_K", "Q4_K_M"}) {
+    QuantizeOptions o;
+    o.in_path = testing::testdata_path("models/stories260K.gguf");
+    o.out_path = (dir / (std::string(t) + ".gguf")).string();
+    o.target = parse_quant_target(t).value();
+    ASSERT_TRUE(quantize_model(o).ok()) << t;
+    auto f = GgufFile::open(o.out_path).value();
+    auto ref = make_reference_backend();
+    auto cpu = make_cpu_backend(2);
+    const double e = nmse(logits_of(f, *cpu, kPrompt), logits_of(f, *ref, kPrompt));
+    // Float weights: summation order only. Quantized: Q8 / Q8_K activations (docs/kernels.md).
+    EXPECT_LE(e, std::string(t)[0] == 'f' || std::string(t)[0] == 'b' ? 1e-10 : 2e-3) << t;
+  }
+  fs::remove_all(dir);
+}
+
+TEST(CpuModel, GoldenTinyModelsMatchReference) {
+  const fs::path dir = fs::temp_directory_path() / ("onebit_cpu_golden_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  int n = 0;
+  for (const auto& entry : fs::directory_iterator(testing::source_path("tests/golden/model"))) {
+    if (!entry.is_directory() || !fs::exists(entry.path() / "config.json")) continue;
+    ConvertOptions o{entry.path().string(), (dir / (entry.path().filename().string() + ".gguf")).string(),
+                     GgmlType::kF32};
+    auto r = convert_hf(o);
+    ASSERT_TRUE(r.ok()) << entry.path() << ": " << r.message();
+    auto f = GgufFile::open(o.out_path).value();
+    const std::vector<TokenId> prompt = {1, 5, 9, 2, 7, 3, 11, 4};
+    auto ref = make_reference_backend();
+    auto cpu = make_cpu_backend(2);
+    EXPECT_LE(nmse(logits_of(f, *cpu, prompt), logits_of(f, *ref, prompt)), 1e-10) << entry.path();
+    ++n;
+  }
+  EXPECT_GE(n, 3);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace onebit
