@@ -1,8 +1,14 @@
 // `1bit serve`: plans the backends (see serve/plan.h); `--dry-run` prints the plan as JSON.
+#include <signal.h>
+
+#include <atomic>
 #include <cstdio>
+#include <thread>
 
 #include "cli/command.h"
 #include "gguf/gguf_reader.h"
+#include "serve/front.h"
+#include "serve/native_backend.h"
 #include "serve/plan.h"
 #include "serve/supervisor.h"
 
@@ -16,6 +22,69 @@ Result<ModelHeader> header_of(const std::string& option, const std::string& path
   auto header = read_model_header(*file);
   if (!header.ok()) return make_error(option + " '" + path + "': " + header.message());
   return header;
+}
+
+// Serves a native plan: binds the port, loads the model on a loader thread (/health says loading
+// meanwhile), serves until SIGINT/SIGTERM. Exit 1 when the port or the model fails.
+int run_native_plan(const Plan& plan, const ServeOptions& options) {
+  const BackendPlan& b = plan.backends[0];
+  if (b.route != "cpu") {
+    return failure("serve", "the native engine runs on the CPU in this version; use --device cpu (or --llama-server PATH for " + b.route + ")");
+  }
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  NativeOptions no;
+  no.model_path = plan.model_path;
+  no.alias = plan.alias;
+  no.route = b.route;
+  no.ctx_size = plan.ctx_size;
+  no.n_slots = 1;  // TODO(serve): --parallel N slots once the step batches several sequences. #5
+  auto native = std::make_unique<NativeBackend>(no);
+  NativeBackend* engine = native.get();
+  std::vector<std::unique_ptr<FrontBackend>> backends;
+  backends.push_back(std::move(native));
+  Front front(FrontOptions{plan.host, static_cast<int>(plan.port), plan.alias, options.api_key}, std::move(backends));
+  if (auto st = front.bind(); !st.ok()) {
+    std::fprintf(stderr, "1bit serve: %s\n", st.message().c_str());
+    return 1;
+  }
+  std::thread server([&] { front.serve(); });
+  std::fprintf(stderr, "1bit serve: listening on http://%s:%lld as '%s'; loading %s\n", plan.host.c_str(),
+               static_cast<long long>(plan.port), plan.alias.c_str(), plan.model_path.c_str());
+  std::atomic<int> load_state{0};  // 0 loading, 1 ready, 2 failed
+  std::string load_error;
+  std::thread loader([&] {
+    auto st = engine->load();
+    if (!st.ok()) load_error = st.message();
+    load_state.store(st.ok() ? 1 : 2);
+  });
+  int exit_code = 0;
+  bool announced = false;
+  for (;;) {
+    timespec ts{0, 100 * 1000000};
+    if (sigtimedwait(&signals, nullptr, &ts) > 0) break;
+    const int state = load_state.load();
+    if (state == 2) {
+      std::fprintf(stderr, "1bit serve: %s: %s\n", plan.model_path.c_str(), load_error.c_str());
+      exit_code = 1;
+      break;
+    }
+    if (state == 1 && !announced) {
+      announced = true;
+      front.set_ready(true);
+      std::fprintf(stderr, "1bit serve: ready\n");
+    }
+  }
+  loader.join();
+  front.set_ready(false);
+  front.stop();
+  server.join();
+  return exit_code;
 }
 
 int run_serve(const ParsedArgs& args) {
@@ -39,7 +108,7 @@ int run_serve(const ParsedArgs& args) {
     return kExitOk;
   }
   if (plan->backends[0].child) return run_child_plan(*plan, *options);
-  return failure("serve", "the native engine's server is not built yet in this version; use --llama-server PATH, or --dry-run to print the plan");
+  return run_native_plan(*plan, *options);
 }
 
 }  // namespace

@@ -1,0 +1,288 @@
+// Parsing and validation of completion request bodies.
+#include "api/request.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+namespace onebit {
+namespace {
+
+using nlohmann::ordered_json;
+
+constexpr int kMaxJsonDepth = 64;    // deeper bodies are refused before parsing (copies recurse)
+constexpr size_t kMaxStopWords = 16;
+constexpr int64_t kMaxTokens = int64_t{1} << 24;
+
+// Nesting depth of brackets outside strings, stopping early once over `limit`.
+int json_depth(const std::string& body, int limit) {
+  int depth = 0, max_depth = 0;
+  bool in_string = false, escaped = false;
+  for (char c : body) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') in_string = true;
+    else if (c == '[' || c == '{') max_depth = std::max(max_depth, ++depth);
+    else if (c == ']' || c == '}') --depth;
+    if (max_depth > limit) break;
+  }
+  return max_depth;
+}
+
+std::string type_name(const ordered_json& v) { return v.type_name(); }
+
+ApiError wrong_type(const std::string& name, const char* expected, const ordered_json& v) {
+  return invalid_request("'" + name + "' must be " + expected + ", got " + type_name(v));
+}
+
+// Message content as text: a string, or the text parts of an array of content parts.
+ApiResult<ordered_json> content_text(const ordered_json& content, size_t idx) {
+  const std::string name = "messages[" + std::to_string(idx) + "].content";
+  if (content.is_null() || content.is_string()) return ordered_json(content);
+  if (!content.is_array()) return wrong_type(name, "a string or an array of content parts", content);
+  std::string text;
+  for (size_t i = 0; i < content.size(); ++i) {
+    const auto& part = content[i];
+    const std::string pname = name + "[" + std::to_string(i) + "]";
+    if (!part.is_object()) return wrong_type(pname, "an object", part);
+    auto type = part.find("type");
+    if (type == part.end() || !type->is_string() || *type != "text") {
+      return invalid_request("'" + pname + ".type' must be \"text\" (this server reads text only)");
+    }
+    auto t = part.find("text");
+    if (t == part.end() || !t->is_string()) return invalid_request("'" + pname + ".text' must be a string");
+    text += t->get<std::string>();
+  }
+  return ordered_json(text);
+}
+
+ApiResult<ordered_json> parse_messages(const ordered_json& body) {
+  auto it = body.find("messages");
+  if (it == body.end() || it->is_null()) return invalid_request("'messages' is required: an array of {role, content}");
+  if (!it->is_array()) return wrong_type("messages", "an array", *it);
+  if (it->empty()) return invalid_request("'messages' is empty; give at least one message");
+  ordered_json out = ordered_json::array();
+  for (size_t i = 0; i < it->size(); ++i) {
+    const auto& m = (*it)[i];
+    const std::string name = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) return wrong_type(name, "an object", m);
+    auto role = m.find("role");
+    if (role == m.end() || !role->is_string()) return invalid_request("'" + name + ".role' must be a string");
+    ordered_json copy = m;
+    if (auto c = m.find("content"); c != m.end()) {
+      auto text = content_text(*c, i);
+      if (!text.ok()) return text.error;
+      copy["content"] = std::move(*text.value);
+    }
+    out.push_back(std::move(copy));
+  }
+  return out;
+}
+
+// prompt: a string, an array of one string, or an array of token ids.
+ApiResult<bool> parse_prompt(const ordered_json& body, CompletionRequest& r) {
+  auto it = body.find("prompt");
+  if (it == body.end() || it->is_null()) return invalid_request("'prompt' is required: a string or an array of token ids");
+  if (it->is_string()) {
+    r.prompt_text = it->get<std::string>();
+    return true;
+  }
+  if (!it->is_array()) return wrong_type("prompt", "a string or an array of token ids", *it);
+  if (it->size() == 1 && (*it)[0].is_string()) {
+    r.prompt_text = (*it)[0].get<std::string>();
+    return true;
+  }
+  if (it->empty()) return invalid_request("'prompt' is an empty array; give a string or token ids");
+  for (size_t i = 0; i < it->size(); ++i) {
+    const auto& t = (*it)[i];
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > std::numeric_limits<int32_t>::max()) {
+      return invalid_request("'prompt[" + std::to_string(i) + "]' must be a token id (an integer >= 0); "
+                             "a prompt array holds one string or token ids");
+    }
+    r.prompt_tokens.push_back(static_cast<int32_t>(t.get<int64_t>()));
+  }
+  return true;
+}
+
+ApiResult<bool> parse_stop(const ordered_json& body, CompletionRequest& r) {
+  auto it = body.find("stop");
+  if (it == body.end() || it->is_null()) return true;
+  if (it->is_string()) {
+    if (!it->get<std::string>().empty()) r.stop.push_back(it->get<std::string>());
+    return true;
+  }
+  if (!it->is_array()) return wrong_type("stop", "a string or an array of strings", *it);
+  if (it->size() > kMaxStopWords) {
+    return invalid_request("'stop' has " + std::to_string(it->size()) + " strings; allowed at most " + std::to_string(kMaxStopWords));
+  }
+  for (size_t i = 0; i < it->size(); ++i) {
+    if (!(*it)[i].is_string()) return wrong_type("stop[" + std::to_string(i) + "]", "a string", (*it)[i]);
+    if (!(*it)[i].get<std::string>().empty()) r.stop.push_back((*it)[i].get<std::string>());
+  }
+  return true;
+}
+
+// The token limit under any of its three names (the first given wins).
+ApiResult<bool> parse_limits(const ordered_json& body, CompletionRequest& r) {
+  for (const char* name : {"max_tokens", "max_completion_tokens"}) {
+    auto v = read_int(body, name, 1, kMaxTokens);
+    if (!v.ok()) return v.error;
+    if (*v.value && !r.max_tokens) r.max_tokens = **v.value;
+  }
+  // llama-server's n_predict: -1 means "until the context is full".
+  auto n = read_int(body, "n_predict", -1, kMaxTokens);
+  if (!n.ok()) return n.error;
+  if (*n.value && **n.value == 0) return invalid_request("'n_predict' is 0; allowed -1 (no limit) or 1 to " + std::to_string(kMaxTokens));
+  if (*n.value && **n.value > 0 && !r.max_tokens) r.max_tokens = **n.value;
+  auto count = read_int(body, "n", 1, 1);
+  if (!count.ok()) return invalid_request("'n' must be 1 (one choice per request)");
+  return true;
+}
+
+ApiResult<bool> parse_sampling(const ordered_json& body, CompletionRequest& r) {
+  auto temp = read_number(body, "temperature", 0.0, 100.0);
+  if (!temp.ok()) return temp.error;
+  if (*temp.value) r.temperature = **temp.value;
+  auto top_p = read_number(body, "top_p", 0.0, 1.0);
+  if (!top_p.ok()) return top_p.error;
+  if (*top_p.value) {
+    if (**top_p.value <= 0.0) return invalid_request("'top_p' is 0; allowed > 0 to 1 (1 = off)");
+    r.top_p = **top_p.value;
+  }
+  auto min_p = read_number(body, "min_p", 0.0, 1.0);
+  if (!min_p.ok()) return min_p.error;
+  if (*min_p.value) r.min_p = **min_p.value;
+  auto top_k = read_int(body, "top_k", 0, kMaxTokens);
+  if (!top_k.ok()) return top_k.error;
+  if (*top_k.value) r.top_k = **top_k.value;
+  auto it = body.find("seed");
+  if (it != body.end() && !it->is_null()) {
+    if (it->is_number_unsigned()) r.seed = it->get<uint64_t>();
+    else if (it->is_number_integer() && it->get<int64_t>() == -1) r.seed = std::nullopt;  // llama-server: random
+    else return invalid_request("'seed' must be an integer from 0 to 18446744073709551615 (or -1 for random), got " + it->dump());
+  }
+  return true;
+}
+
+ApiResult<bool> parse_options(const ordered_json& body, CompletionRequest& r) {
+  auto stream = read_bool(body, "stream");
+  if (!stream.ok()) return stream.error;
+  r.stream = stream.value->value_or(false);
+  if (auto it = body.find("stream_options"); it != body.end() && !it->is_null()) {
+    if (!it->is_object()) return wrong_type("stream_options", "an object", *it);
+    auto usage = read_bool(*it, "include_usage");
+    if (!usage.ok()) return invalid_request("'stream_options." + usage.error.message.substr(1));
+    r.include_usage = usage.value->value_or(false);
+  }
+  auto cache = read_bool(body, "cache_prompt");
+  if (!cache.ok()) return cache.error;
+  r.cache_prompt = cache.value->value_or(true);
+  auto format = read_string(body, "reasoning_format");
+  if (!format.ok()) return format.error;
+  if (*format.value) {
+    const std::string& f = **format.value;
+    if (f != "none" && f != "auto" && f != "deepseek" && f != "deepseek-legacy") {
+      return invalid_request("'reasoning_format' is '" + f + "'; allowed: none, auto, deepseek, deepseek-legacy");
+    }
+    r.split_reasoning = f != "none";
+  }
+  auto model = body.find("model");
+  if (model != body.end() && !model->is_null() && !model->is_string()) return wrong_type("model", "a string", *model);
+  return true;
+}
+
+ApiResult<bool> parse_chat_fields(const ordered_json& body, CompletionRequest& r) {
+  auto messages = parse_messages(body);
+  if (!messages.ok()) return messages.error;
+  r.messages = std::move(*messages.value);
+  if (auto it = body.find("tools"); it != body.end() && !it->is_null()) {
+    if (!it->is_array()) return wrong_type("tools", "an array", *it);
+    if (!it->empty()) r.tools = *it;
+  }
+  if (auto it = body.find("chat_template_kwargs"); it != body.end() && !it->is_null()) {
+    if (!it->is_object()) return wrong_type("chat_template_kwargs", "an object", *it);
+    r.template_kwargs = *it;
+  }
+  return true;
+}
+
+}  // namespace
+
+ApiResult<ordered_json> parse_json_object(const std::string& body) {
+  if (json_depth(body, kMaxJsonDepth) > kMaxJsonDepth) {
+    return invalid_request("the JSON body nests deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+  }
+  ordered_json j = ordered_json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return invalid_request("the body is not valid JSON (or not valid UTF-8)");
+  if (!j.is_object()) return invalid_request("the body must be a JSON object, got " + type_name(j));
+  return j;
+}
+
+ApiResult<std::optional<bool>> read_bool(const ordered_json& obj, const char* name) {
+  auto it = obj.find(name);
+  if (it == obj.end() || it->is_null()) return std::optional<bool>{};
+  if (!it->is_boolean()) return wrong_type(name, "a boolean", *it);
+  return std::optional<bool>{it->get<bool>()};
+}
+
+ApiResult<std::optional<int64_t>> read_int(const ordered_json& obj, const char* name, int64_t lo, int64_t hi) {
+  auto it = obj.find(name);
+  if (it == obj.end() || it->is_null()) return std::optional<int64_t>{};
+  const std::string range = "; allowed " + std::to_string(lo) + " to " + std::to_string(hi);
+  if (it->is_number_float()) {
+    const double d = it->get<double>();
+    if (!std::isfinite(d) || d != std::floor(d) || d < double(lo) || d > double(hi)) {
+      return invalid_request("'" + std::string(name) + "' is " + it->dump() + "; must be an integer" + range);
+    }
+    return std::optional<int64_t>{static_cast<int64_t>(d)};
+  }
+  if (!it->is_number()) return invalid_request("'" + std::string(name) + "' must be an integer, got " + type_name(*it) + range);
+  if (it->is_number_unsigned() && it->get<uint64_t>() > static_cast<uint64_t>(hi)) {
+    return invalid_request("'" + std::string(name) + "' is " + it->dump() + range);
+  }
+  const int64_t v = it->get<int64_t>();
+  if (v < lo || v > hi) return invalid_request("'" + std::string(name) + "' is " + it->dump() + range);
+  return std::optional<int64_t>{v};
+}
+
+ApiResult<std::optional<double>> read_number(const ordered_json& obj, const char* name, double lo, double hi) {
+  auto it = obj.find(name);
+  if (it == obj.end() || it->is_null()) return std::optional<double>{};
+  if (!it->is_number()) return wrong_type(name, "a number", *it);
+  const double v = it->get<double>();
+  if (!std::isfinite(v) || v < lo || v > hi) {
+    char range[96];
+    std::snprintf(range, sizeof(range), "; allowed %g to %g", lo, hi);
+    return invalid_request("'" + std::string(name) + "' is " + it->dump() + range);
+  }
+  return std::optional<double>{v};
+}
+
+ApiResult<std::optional<std::string>> read_string(const ordered_json& obj, const char* name) {
+  auto it = obj.find(name);
+  if (it == obj.end() || it->is_null()) return std::optional<std::string>{};
+  if (!it->is_string()) return wrong_type(name, "a string", *it);
+  return std::optional<std::string>{it->get<std::string>()};
+}
+
+ApiResult<CompletionRequest> parse_completion_request(const std::string& body, Endpoint endpoint) {
+  auto json = parse_json_object(body);
+  if (!json.ok()) return json.error;
+  const ordered_json& j = *json.value;
+  CompletionRequest r;
+  r.endpoint = endpoint;
+  for (auto step : {parse_limits, parse_sampling, parse_stop, parse_options}) {
+    auto st = step(j, r);
+    if (!st.ok()) return st.error;
+  }
+  auto fields = endpoint == Endpoint::kChat ? parse_chat_fields(j, r) : parse_prompt(j, r);
+  if (!fields.ok()) return fields.error;
+  return r;
+}
+
+}  // namespace onebit

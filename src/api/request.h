@@ -1,0 +1,65 @@
+// Request bodies of the OpenAI-compatible API parsed into plain structs, every field checked:
+// a wrong type or an out-of-range value is a 400 naming the field, the value and the allowed
+// range; unknown fields are ignored; null counts as absent. No tokens, no engine, no HTTP.
+// Fields: product.md ("HTTP API"), docs/api.md.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "api/openai_error.h"
+
+namespace onebit {
+
+// Either a value or an ApiError (the kind gives the HTTP status).
+template <typename T>
+struct ApiResult {
+  std::optional<T> value;
+  ApiError error{ApiErrorKind::kServer, ""};
+
+  ApiResult(T v) : value(std::move(v)) {}           // NOLINT(google-explicit-constructor)
+  ApiResult(ApiError e) : error(std::move(e)) {}    // NOLINT(google-explicit-constructor)
+  bool ok() const { return value.has_value(); }
+};
+
+inline ApiError invalid_request(std::string message) { return {ApiErrorKind::kInvalidRequest, std::move(message)}; }
+
+enum class Endpoint { kChat, kCompletion };
+
+struct CompletionRequest {
+  Endpoint endpoint = Endpoint::kChat;
+  nlohmann::ordered_json messages;         // chat: the messages, content parts joined into text
+  nlohmann::ordered_json tools;            // chat: null or an array
+  nlohmann::ordered_json template_kwargs;  // chat_template_kwargs: null or an object
+  std::string prompt_text;                 // completion: a text prompt
+  std::vector<int32_t> prompt_tokens;      // completion: a token prompt (used when non-empty)
+  std::optional<int64_t> max_tokens;       // max_tokens | max_completion_tokens | n_predict; absent: to the context
+  double temperature = 0.8;                // 0 = greedy
+  int64_t top_k = 40;
+  double top_p = 0.95;
+  double min_p = 0.05;
+  std::optional<uint64_t> seed;            // absent: random
+  std::vector<std::string> stop;
+  bool stream = false;
+  bool include_usage = false;              // stream_options.include_usage
+  bool split_reasoning = true;             // reasoning_format != "none"
+  bool cache_prompt = true;
+};
+
+// Parses a /v1/chat/completions or /v1/completions body (raw bytes: bad JSON is a 400 too).
+ApiResult<CompletionRequest> parse_completion_request(const std::string& body, Endpoint endpoint);
+
+// Parses the body as a JSON object; the error names what is wrong.
+ApiResult<nlohmann::ordered_json> parse_json_object(const std::string& body);
+
+// Field readers over an object; absent or null gives nullopt; the wrong type or range is an error.
+ApiResult<std::optional<bool>> read_bool(const nlohmann::ordered_json& obj, const char* name);
+ApiResult<std::optional<int64_t>> read_int(const nlohmann::ordered_json& obj, const char* name, int64_t lo, int64_t hi);
+ApiResult<std::optional<double>> read_number(const nlohmann::ordered_json& obj, const char* name, double lo, double hi);
+ApiResult<std::optional<std::string>> read_string(const nlohmann::ordered_json& obj, const char* name);
+
+}  // namespace onebit

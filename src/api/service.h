@@ -1,0 +1,58 @@
+// The OpenAI-compatible API over the native engine, as JSON in and JSON out: completions (chat
+// template, tokens, the context check, submission), /tokenize, /detokenize, /apply-template,
+// /props, /slots. Thread-safe: many HTTP threads call it at once. No HTTP library, no tensors.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "api/completion.h"
+#include "api/request.h"
+#include "engine/engine.h"
+#include "template/template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace onebit {
+
+struct ServiceOptions {
+  std::string alias;              // the model name in replies
+  std::string model_path;         // for /props
+  std::string template_source;    // tokenizer.chat_template; empty: the model has none
+};
+
+class ApiService {
+ public:
+  // `tokenizer` and `engine` must outlive the service. A template that does not parse is an error.
+  static Result<std::unique_ptr<ApiService>> create(const Tokenizer& tokenizer, Engine& engine, ServiceOptions options);
+
+  // Parses and checks a completion body, renders and tokenizes the prompt, and submits it.
+  // Errors: 400 (field, template, exceed_context_size_error), 503 (queue full).
+  ApiResult<std::unique_ptr<Completion>> start_completion(const std::string& body, Endpoint endpoint);
+
+  // {"content", "add_special"?, "with_pieces"?} -> {"tokens": [...]}.
+  ApiResult<nlohmann::json> tokenize(const std::string& body) const;
+  // {"tokens": [...]} -> {"content"}.
+  ApiResult<nlohmann::json> detokenize(const std::string& body) const;
+  // A chat body -> {"prompt"}: the rendered template.
+  ApiResult<nlohmann::json> apply_template(const std::string& body) const;
+  nlohmann::json props() const;
+  nlohmann::json slots() const;
+
+ private:
+  ApiService(const Tokenizer& tokenizer, Engine& engine, ServiceOptions options);
+  ApiResult<std::string> render_chat(const CompletionRequest& r) const;
+  ApiResult<std::vector<TokenId>> prompt_tokens(const CompletionRequest& r, std::string& rendered) const;
+
+  const Tokenizer& tokenizer_;
+  Engine& engine_;
+  ServiceOptions options_;
+  std::optional<ChatTemplate> template_;
+  nlohmann::ordered_json special_tokens_;  // bos_token, eos_token for the template
+  std::atomic<int64_t> next_id_{0};
+};
+
+}  // namespace onebit

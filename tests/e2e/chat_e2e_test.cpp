@@ -1,0 +1,140 @@
+// `1bit serve` on onebit-20m (Qwen3 architecture, Qwen3-style chat template with <think>) as a
+// black box: chat ends at the end of turn, thinking is split into reasoning_content or kept in
+// content (reasoning_format none), stream and non-stream agree, /apply-template and usage agree
+// with /tokenize, a client disconnect mid-stream frees the engine, the official openai client.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+
+#include "e2e_util.h"
+#include "run_command.h"
+
+namespace onebit::e2e {
+namespace {
+
+json story_request(int max_tokens) {
+  // Sampled at 0.7 with seed 1 this conversation ends at <|im_end|> (docs/models.md).
+  return {{"messages", {{{"role", "user"}, {"content", "Write a story for a small child."}}}},
+          {"max_tokens", max_tokens},
+          {"temperature", 0.7},
+          {"seed", 1}};
+}
+
+class Chat : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!std::filesystem::exists(onebit_model())) GTEST_SKIP() << "missing " << onebit_model();
+    server_.start(onebit_model(), {"-c", "1024"});
+  }
+  Server server_;
+};
+
+TEST_F(Chat, EndsAtEndOfTurnAndStreamAgrees) {
+  auto r = server_.post("/v1/chat/completions", story_request(400));
+  ASSERT_EQ(r.status, 200) << r.raw;
+  const json& choice = r.body["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "stop");
+  EXPECT_EQ(choice["message"]["role"], "assistant");
+  const std::string content = choice["message"]["content"];
+  EXPECT_FALSE(content.empty());
+  EXPECT_EQ(content.find("<|im_end|>"), std::string::npos);
+  EXPECT_EQ(content.find("<think>"), std::string::npos);  // the (empty) think block is split off
+  EXPECT_EQ(r.body["object"], "chat.completion");
+
+  json req = story_request(400);
+  req["stream_options"] = {{"include_usage", true}};
+  auto s = server_.stream("/v1/chat/completions", req);
+  ASSERT_TRUE(s.done);
+  std::string streamed, reasoning;
+  int finals = 0, roles = 0;
+  for (const auto& e : s.events) {
+    for (const auto& c : e["choices"]) {
+      if (c["delta"].contains("role")) ++roles;
+      streamed += c["delta"].value("content", "");
+      reasoning += c["delta"].value("reasoning_content", "");
+      if (!c["finish_reason"].is_null()) {
+        ++finals;
+        EXPECT_TRUE(e.contains("timings"));
+      }
+    }
+  }
+  EXPECT_EQ(roles, 1);
+  EXPECT_EQ(finals, 1);
+  EXPECT_EQ(streamed, content);
+  EXPECT_EQ(reasoning, choice["message"].value("reasoning_content", ""));
+  // The same counts (the second request found its prompt in the prefix cache).
+  EXPECT_EQ(s.events.back()["usage"]["completion_tokens"], r.body["usage"]["completion_tokens"]);
+  EXPECT_EQ(s.events.back()["usage"]["prompt_tokens"], r.body["usage"]["prompt_tokens"]);
+  EXPECT_EQ(s.events.front()["choices"][0]["delta"]["role"], "assistant");
+}
+
+TEST_F(Chat, UsageMatchesTheRenderedPromptsTokens) {
+  json req = story_request(5);
+  auto prompt = server_.post("/apply-template", req);
+  ASSERT_EQ(prompt.status, 200) << prompt.raw;
+  const std::string text = prompt.body["prompt"];
+  EXPECT_NE(text.find("<|im_start|>assistant\n"), std::string::npos) << text;
+  auto tok = server_.post("/tokenize", json{{"content", text}, {"add_special", true}});
+  auto r = server_.post("/v1/chat/completions", req);
+  EXPECT_EQ(r.body["usage"]["prompt_tokens"], tok.body["tokens"].size());
+  EXPECT_EQ(r.body["usage"]["completion_tokens"], 5);
+  EXPECT_EQ(r.body["choices"][0]["finish_reason"], "length");
+}
+
+TEST_F(Chat, ThinkingSplitBothWays) {
+  json none = story_request(12);
+  none["reasoning_format"] = "none";
+  auto kept = server_.post("/v1/chat/completions", none);
+  ASSERT_EQ(kept.status, 200) << kept.raw;
+  const std::string content = kept.body["choices"][0]["message"]["content"];
+  EXPECT_EQ(content.rfind("<think>", 0), 0u) << content;
+  EXPECT_FALSE(kept.body["choices"][0]["message"].contains("reasoning_content"));
+
+  auto split = server_.post("/v1/chat/completions", story_request(12));
+  const std::string split_content = split.body["choices"][0]["message"]["content"];
+  EXPECT_EQ(split_content.find("<think>"), std::string::npos) << split_content;
+  EXPECT_EQ(split_content.find("</think>"), std::string::npos) << split_content;
+
+  // Thinking off: the template writes the empty think block; the reply is content only.
+  json off = story_request(12);
+  off["chat_template_kwargs"] = {{"enable_thinking", false}};
+  auto rendered = server_.post("/apply-template", off);
+  EXPECT_NE(rendered.body["prompt"].get<std::string>().find("<think>\n\n</think>"), std::string::npos);
+  auto r = server_.post("/v1/chat/completions", off);
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(r.body["choices"][0]["message"]["content"].get<std::string>().find("think>"), std::string::npos);
+}
+
+TEST_F(Chat, ClientDisconnectMidStreamFreesTheEngine) {
+  auto c = server_.client();
+  std::atomic<int> chunks{0};
+  json req = story_request(900);
+  req["stream"] = true;
+  req["temperature"] = 1.5;  // long and rambling: it would run for many seconds
+  req["min_p"] = 0;
+  httplib::Request hr;
+  hr.method = "POST";
+  hr.path = "/v1/chat/completions";
+  hr.body = req.dump();
+  hr.set_header("Content-Type", "application/json");
+  hr.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) { return ++chunks < 5; };
+  c.send(hr);
+  ASSERT_GE(chunks.load(), 5);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = server_.post("/v1/chat/completions", story_request(3));
+  EXPECT_EQ(r.status, 200) << r.raw;
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(3));
+  auto slots = server_.get("/slots");
+  EXPECT_EQ(slots.body[0]["is_processing"], false) << slots.raw;
+}
+
+TEST_F(Chat, OfficialOpenAiClient) {
+  auto r = testing::run_command(testing::source_path("tests/e2e/run_openai_client.sh") + " " + server_.base_url() + " chat");
+  if (r.exit_code == 77) GTEST_SKIP() << "node/npm or the openai package is unavailable";
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+}
+
+}  // namespace
+}  // namespace onebit::e2e
