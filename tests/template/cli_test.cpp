@@ -47,7 +47,9 @@ class TemplateCli : public ::testing::Test {
 
   RunResult run(const std::string& args) {
     std::string out = (dir_ / "stdout").string(), err = (dir_ / "stderr").string();
-    std::string cmd = "'" + testing::binary_path() + "' template " + args + " >'" + out + "' 2>'" + err + "'";
+    std::string cmd = "'";  // appended piecewise: GCC 12 warns (-Wrestrict) on "'" + std::string&&
+    cmd += testing::binary_path();
+    cmd += "' template " + args + " >'" + out + "' 2>'" + err + "'";
     int status = std::system(cmd.c_str());
     return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
   }
