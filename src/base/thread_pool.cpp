@@ -1,15 +1,19 @@
-// The pool's job hand-off: one generation counter the workers wait on, one done counter the caller
-// waits on. Spinning first keeps the ~300 small parallel loops of a decode step cheap.
+// The pool's job hand-off: a generation counter the workers wait on, a tagged claim counter the
+// participants take index chunks from, an items-done counter the caller waits on. Spinning first
+// keeps the ~300 small parallel loops of a decode step cheap.
 #include "base/thread_pool.h"
 
 #include <immintrin.h>
 
 #include <algorithm>
 
+#include "base/check.h"
+
 namespace onebit {
 namespace {
 
-constexpr int kSpinIterations = 20000;  // ~tens of microseconds of pause before sleeping
+constexpr int kSpinIterations = 20000;  // ~a millisecond of pause before sleeping
+constexpr uint64_t kIndexMask = 0xffffffffu;
 
 }  // namespace
 
@@ -19,23 +23,26 @@ ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
 }
 
 ThreadPool::~ThreadPool() {
-  stop_ = true;
+  stop_.store(true);
   generation_.fetch_add(1, std::memory_order_release);
   generation_.notify_all();
   for (auto& w : workers_) w.join();
 }
 
-void ThreadPool::work(int thread_idx) {
-  if (strategy_ == Parallel::kStatic) {
-    const int64_t begin = n_ * thread_idx / n_threads_;
-    const int64_t end = n_ * (thread_idx + 1) / n_threads_;
-    if (begin < end) fn_(ctx_, begin, end, thread_idx);
-    return;
-  }
+void ThreadPool::work(uint32_t generation, int thread_idx) {
+  const int64_t n = n_.load(std::memory_order_acquire);
+  const int64_t chunk = chunk_.load(std::memory_order_acquire);
+  const Thunk fn = fn_.load(std::memory_order_acquire);
+  void* ctx = ctx_.load(std::memory_order_acquire);
+  uint64_t c = claim_.load(std::memory_order_acquire);
   for (;;) {
-    const int64_t begin = next_.fetch_add(chunk_, std::memory_order_relaxed);
-    if (begin >= n_) return;
-    fn_(ctx_, begin, std::min(n_, begin + chunk_), thread_idx);
+    // A claim tagged with another generation means these fields may be another job's: stop.
+    if ((c >> 32) != generation || int64_t(c & kIndexMask) >= n) return;
+    if (!claim_.compare_exchange_weak(c, c + uint64_t(chunk), std::memory_order_acq_rel)) continue;
+    const int64_t begin = int64_t(c & kIndexMask), end = std::min(n, begin + chunk);
+    fn(ctx, begin, end, thread_idx);
+    n_items_done_.fetch_add(end - begin, std::memory_order_acq_rel);
+    c = claim_.load(std::memory_order_acquire);
   }
 }
 
@@ -52,9 +59,8 @@ void ThreadPool::worker_main(int thread_idx) {
       g = generation_.load(std::memory_order_acquire);
     }
     seen = g;
-    if (stop_) return;
-    work(thread_idx);
-    n_done_.fetch_add(1, std::memory_order_acq_rel);
+    if (stop_.load()) return;
+    work(g, thread_idx);
   }
 }
 
@@ -63,18 +69,28 @@ void ThreadPool::run(Parallel strategy, int64_t n, int64_t chunk, Thunk fn, void
     fn(ctx, 0, n, 0);
     return;
   }
-  strategy_ = strategy;
-  n_ = n;
-  chunk_ = chunk > 0 ? chunk : std::max<int64_t>(1, n / (int64_t(n_threads_) * 8));
-  fn_ = fn;
-  ctx_ = ctx;
-  next_.store(0, std::memory_order_relaxed);
-  n_done_.store(0, std::memory_order_relaxed);
-  generation_.fetch_add(1, std::memory_order_release);
+  ONEBIT_CHECK(n < (int64_t(1) << 31));
+  // kStatic: one contiguous slice per thread (whoever arrives first runs it).
+  const int64_t c = strategy == Parallel::kStatic ? (n + n_threads_ - 1) / n_threads_
+                    : chunk > 0                 ? chunk
+                                                : std::max<int64_t>(1, n / (int64_t(n_threads_) * 8));
+  const uint32_t g = generation_.load(std::memory_order_relaxed) + 1;
+  // Retag the claim word before the fields change: a late worker of the previous job that reads
+  // any new field (acquire) then sees the new tag, and its claim fails.
+  claim_.store(uint64_t(g) << 32 | kIndexMask, std::memory_order_relaxed);
+  n_.store(n, std::memory_order_release);
+  chunk_.store(c, std::memory_order_release);
+  fn_.store(fn, std::memory_order_release);
+  ctx_.store(ctx, std::memory_order_release);
+  n_items_done_.store(0, std::memory_order_relaxed);
+  claim_.store(uint64_t(g) << 32, std::memory_order_release);
+  generation_.store(g, std::memory_order_release);
   generation_.notify_all();
-  work(0);
-  const int n_workers = n_threads_ - 1;
-  while (n_done_.load(std::memory_order_acquire) != n_workers) _mm_pause();
+  work(g, 0);
+  for (int i = 0; n_items_done_.load(std::memory_order_acquire) != n; ++i) {
+    if (i > kSpinIterations) std::this_thread::yield();  // a claimed chunk's thread was preempted
+    _mm_pause();
+  }
 }
 
 }  // namespace onebit

@@ -17,8 +17,10 @@ enum class Parallel {
 };
 
 // A pool of n_threads - 1 workers plus the calling thread. run() is not reentrant and must be
-// called from one thread at a time (the backend's driver thread). Workers spin briefly after a
-// job, then sleep on an atomic wait, so back-to-back small ops do not pay a futex wake each.
+// called from one thread at a time (the backend's driver thread). Index chunks are claimed from a
+// counter tagged with the job's generation, and the caller waits for the work items, not for the
+// workers: on a shared machine a descheduled worker never holds a step, the caller does its share.
+// Workers spin briefly after a job, then sleep on an atomic wait.
 class ThreadPool {
  public:
   // n_threads >= 1 (1: everything runs on the caller, no workers are started).
@@ -41,22 +43,22 @@ class ThreadPool {
  private:
   using Thunk = void (*)(void* ctx, int64_t begin, int64_t end, int thread_idx);
   void run(Parallel strategy, int64_t n, int64_t chunk, Thunk fn, void* ctx);
-  void work(int thread_idx);
+  // Claims and runs chunks of job `generation` until none are left (or the job is over).
+  void work(uint32_t generation, int thread_idx);
   void worker_main(int thread_idx);
 
   int n_threads_;
   std::vector<std::thread> workers_;
-  // The current job; written by run() before `generation_` is bumped (release), read by workers
-  // after they observe the bump (acquire).
-  Parallel strategy_ = Parallel::kStatic;
-  int64_t n_ = 0;
-  int64_t chunk_ = 1;
-  Thunk fn_ = nullptr;
-  void* ctx_ = nullptr;
-  alignas(64) std::atomic<int64_t> next_{0};       // kDynamic: next unclaimed index
-  alignas(64) std::atomic<uint32_t> generation_{0};  // bumped once per job; 0xffffffff: stop
-  alignas(64) std::atomic<int> n_done_{0};          // workers finished with the current job
-  bool stop_ = false;
+  // The current job, published by a release store of `generation_`; relaxed atomics because a late
+  // worker may read them while the next job is written (its claim then fails on the tag).
+  std::atomic<int64_t> n_{0};
+  std::atomic<int64_t> chunk_{1};
+  std::atomic<Thunk> fn_{nullptr};
+  std::atomic<void*> ctx_{nullptr};
+  alignas(64) std::atomic<uint64_t> claim_{0};       // generation << 32 | next unclaimed index
+  alignas(64) std::atomic<uint32_t> generation_{0};  // bumped once per job
+  alignas(64) std::atomic<int64_t> n_items_done_{0}; // indices of the current job finished
+  std::atomic<bool> stop_{false};
 };
 
 }  // namespace onebit
