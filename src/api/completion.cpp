@@ -1,6 +1,9 @@
 // A completion's replies, whole or streamed; see completion.h.
 #include "api/completion.h"
 
+#include <algorithm>
+#include <chrono>
+
 namespace onebit {
 
 using nlohmann::json;
@@ -77,13 +80,25 @@ json Completion::usage_json() const {
 
 json Completion::timings_json() const { return onebit::timings_json(stats_); }
 
-ApiResult<json> Completion::run_to_end() {
-  std::string content, reasoning;
-  while (!finished_) {
-    TextDelta d = poll(1000);
-    content += d.content;
-    reasoning += d.reasoning;
+bool Completion::run_for(int timeout_ms) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (!finished_ && std::chrono::steady_clock::now() < deadline) {
+    TextDelta d = poll(std::min(timeout_ms, 100));
+    content_ += d.content;
+    reasoning_ += d.reasoning;
   }
+  return finished_;
+}
+
+ApiResult<json> Completion::run_to_end() {
+  while (!run_for(1000)) {
+  }
+  return reply();
+}
+
+ApiResult<json> Completion::reply() const {
+  const std::string& content = content_;
+  const std::string& reasoning = reasoning_;
   if (!error_.empty()) return ApiError{ApiErrorKind::kServer, error_};
   json choice = {{"index", 0}, {"finish_reason", finish_reason_text()}};
   if (setup_.endpoint == Endpoint::kChat) {

@@ -44,6 +44,10 @@ class Completion {
 
   // Waits for the end and returns the reply body, or the error (500) the engine reported.
   ApiResult<nlohmann::json> run_to_end();
+  // Collects the text for up to timeout_ms; true once the engine reported the end.
+  bool run_for(int timeout_ms);
+  // The whole reply (after run_for returned true).
+  ApiResult<nlohmann::json> reply() const;
   // The next Server-Sent Events bytes, waiting up to timeout_ms (may be empty); `done` turns true
   // with the bytes that end in "data: [DONE]".
   std::string next_sse(int timeout_ms, bool& done);
@@ -76,6 +80,7 @@ class Completion {
   bool length_ = false;
   std::string error_;
   bool role_sent_ = false;
+  std::string content_, reasoning_;  // the whole text, for a reply that is not streamed
 };
 
 // Timings as llama-server reports them (cache_n, prompt_n, prompt_ms, ..., predicted_per_second).

@@ -1,7 +1,9 @@
 // `1bit serve`: plans the backends (see serve/plan.h); `--dry-run` prints the plan as JSON.
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstdio>
 #include <thread>
 
@@ -43,6 +45,7 @@ int run_native_plan(const Plan& plan, const ServeOptions& options) {
   no.alias = plan.alias;
   no.route = b.route;
   no.ctx_size = plan.ctx_size;
+  if (const char* wait = std::getenv("ONEBIT_WHOLE_REPLY_WAIT_MS")) no.whole_reply_wait_ms = std::max(0, std::atoi(wait));
   no.n_slots = 1;  // TODO(serve): --parallel N slots once the step batches several sequences. #5
   auto native = std::make_unique<NativeBackend>(no);
   NativeBackend* engine = native.get();

@@ -62,6 +62,7 @@ struct Engine::Slot {
   SequenceStats stats;
   std::vector<TokenId> to_feed;  // tokens this step runs: the uncached prompt, then the last sample
   bool prefilling = false;
+  int32_t n_cached_published = 0;  // kv_tokens.size() as of the last admit/retire, under mu_
   double started_ms = 0.0;
   double decode_started_ms = 0.0;
 };
@@ -122,7 +123,7 @@ EngineState Engine::state() const {
   s.n_queued = queue_.size();
   for (const auto& slot : slots_) {
     s.slot_task.push_back(slot->active ? slot->id : -1);
-    s.slot_n_cached.push_back(static_cast<int32_t>(slot->kv_tokens.size()));
+    s.slot_n_cached.push_back(slot->n_cached_published);
   }
   return s;
 }
@@ -163,6 +164,7 @@ void Engine::admit(Slot& slot, Pending pending) {
   n_common = std::min(n_common, prompt.size() - 1);
   slot.kv.n_past = static_cast<int32_t>(n_common);
   slot.kv_tokens.resize(n_common);
+  slot.n_cached_published = static_cast<int32_t>(n_common);
   slot.to_feed.assign(prompt.begin() + static_cast<std::ptrdiff_t>(n_common), prompt.end());
   slot.stats = SequenceStats{};
   slot.stats.n_prompt_tokens = static_cast<int32_t>(prompt.size());
@@ -184,11 +186,16 @@ void Engine::retire(Slot& slot, FinishReason reason, const std::string& error) {
   } else {
     slot.stats.decode_ms = now - slot.decode_started_ms;
   }
-  slot.handle->finish(reason, slot.stats, error);
-  slot.handle.reset();
+  auto handle = std::move(slot.handle);
   slot.sampler.reset();
-  slot.active = false;
-  slot.id = -1;
+  {
+    // The slot is idle before its owner hears of the end (state() reads these under the lock).
+    std::lock_guard<std::mutex> lock(mu_);
+    slot.active = false;
+    slot.id = -1;
+    slot.n_cached_published = static_cast<int32_t>(slot.kv_tokens.size());
+  }
+  handle->finish(reason, slot.stats, error);
 }
 
 void Engine::step() {

@@ -4,6 +4,7 @@
 #include <httplib.h>
 
 #include <algorithm>
+#include <functional>
 #include <thread>
 
 #include "api/service.h"
@@ -28,6 +29,41 @@ template <typename T>
 void set_result(httplib::Response& res, const ApiResult<T>& r) {
   if (r.ok()) return set_json(res, 200, *r.value);
   set_api_error(res, r.error);
+}
+
+// A reply that is not streamed: plain when it is done within wait_ms, else chunked with
+// keep-alive blanks (JSON allows leading whitespace): a failed write tells us the client left.
+// After the switch an engine error can only be sent as an error body under status 200.
+void reply_whole(std::shared_ptr<Completion> c, httplib::Response& res, std::shared_ptr<void> hold,
+                 const std::function<void(const Completion&)>& record, int wait_ms) {
+  if (c->run_for(wait_ms)) {
+    record(*c);
+    return set_result(res, c->reply());
+  }
+  res.set_chunked_content_provider(
+      "application/json",
+      [c, record](size_t, httplib::DataSink& sink) {
+        try {
+          if (!c->run_for(kKeepAliveMs)) {
+            if (!sink.write(" ", 1)) {
+              c->cancel();  // the client left: free the engine now
+              return false;
+            }
+            return true;
+          }
+          record(*c);
+          auto r = c->reply();
+          const nlohmann::json body = r.ok() ? *r.value : error_body(r.error);
+          const std::string bytes = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+          if (!sink.write(bytes.data(), bytes.size())) return false;
+          sink.done();
+          return true;
+        } catch (...) {
+          c->cancel();
+          return false;
+        }
+      },
+      [c, hold](bool) { c->cancel(); });
 }
 
 }  // namespace
@@ -94,11 +130,7 @@ void NativeBackend::post(const httplib::Request& req, httplib::Response& res, st
     metrics_.add_generation(s.n_prompt_tokens, s.n_cached_tokens, s.n_completion_tokens, s.prompt_ms, s.decode_ms);
     if (done.failed()) metrics_.add_error();
   };
-  if (!c->streaming()) {
-    auto reply = c->run_to_end();
-    record(*c);
-    return set_result(res, reply);
-  }
+  if (!c->streaming()) return reply_whole(c, res, std::move(hold), record, options_.whole_reply_wait_ms);
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",

@@ -27,7 +27,13 @@ struct NativeOptions {
   int64_t ctx_size = 0;    // 0: the model's training context, capped at kDefaultMaxCtx
   int32_t n_slots = 1;
   int n_threads = 0;       // 0: the machine's cores
+  // A reply that is not streamed and not done by then is sent chunked, with a blank every
+  // kKeepAliveMs, so that a client that left is noticed ($ONEBIT_WHOLE_REPLY_WAIT_MS).
+  int whole_reply_wait_ms = 2000;
 };
+
+// Period of the keep-alive blanks of a long reply that is not streamed.
+inline constexpr int kKeepAliveMs = 200;
 
 // The context used when --ctx-size is 0 and the model's own is larger (memory: one slot's K/V).
 inline constexpr int64_t kDefaultMaxCtx = 8192;

@@ -22,16 +22,16 @@ json story_request(int max_tokens) {
           {"seed", 1}};
 }
 
-class Chat : public ::testing::Test {
+class E2eChat : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!std::filesystem::exists(onebit_model())) GTEST_SKIP() << "missing " << onebit_model();
-    server_.start(onebit_model(), {"-c", "1024"});
+    server_.start(onebit_model(), {"-c", "4096"});
   }
   Server server_;
 };
 
-TEST_F(Chat, EndsAtEndOfTurnAndStreamAgrees) {
+TEST_F(E2eChat, EndsAtEndOfTurnAndStreamAgrees) {
   auto r = server_.post("/v1/chat/completions", story_request(400));
   ASSERT_EQ(r.status, 200) << r.raw;
   const json& choice = r.body["choices"][0];
@@ -70,7 +70,7 @@ TEST_F(Chat, EndsAtEndOfTurnAndStreamAgrees) {
   EXPECT_EQ(s.events.front()["choices"][0]["delta"]["role"], "assistant");
 }
 
-TEST_F(Chat, UsageMatchesTheRenderedPromptsTokens) {
+TEST_F(E2eChat, UsageMatchesTheRenderedPromptsTokens) {
   json req = story_request(5);
   auto prompt = server_.post("/apply-template", req);
   ASSERT_EQ(prompt.status, 200) << prompt.raw;
@@ -83,7 +83,7 @@ TEST_F(Chat, UsageMatchesTheRenderedPromptsTokens) {
   EXPECT_EQ(r.body["choices"][0]["finish_reason"], "length");
 }
 
-TEST_F(Chat, ThinkingSplitBothWays) {
+TEST_F(E2eChat, ThinkingSplitBothWays) {
   json none = story_request(12);
   none["reasoning_format"] = "none";
   auto kept = server_.post("/v1/chat/completions", none);
@@ -107,13 +107,26 @@ TEST_F(Chat, ThinkingSplitBothWays) {
   EXPECT_EQ(r.body["choices"][0]["message"]["content"].get<std::string>().find("think>"), std::string::npos);
 }
 
-TEST_F(Chat, ClientDisconnectMidStreamFreesTheEngine) {
+// Predicted tokens so far, from /metrics.
+int64_t predicted_total(const Server& s) {
+  auto m = s.client().Get("/metrics");
+  const std::string key = "\nonebit_tokens_predicted_total ";
+  const size_t at = m ? m->body.find(key) : std::string::npos;
+  return at == std::string::npos ? -1 : std::stoll(m->body.substr(at + key.size()));
+}
+
+TEST_F(E2eChat, ClientDisconnectMidStreamFreesTheEngine) {
+  json req = story_request(4000);
+  req["temperature"] = 1.5;  // long and rambling
+  req["min_p"] = 0;
+  req["cache_prompt"] = false;  // the same tokens both times
+  auto full = server_.post("/v1/chat/completions", req);
+  const int n_full = full.body["usage"]["completion_tokens"];
+  if (n_full < 100) GTEST_SKIP() << "this reply ends after " << n_full << " tokens: too short to interrupt";
+  const int64_t before = predicted_total(server_);
   auto c = server_.client();
   std::atomic<int> chunks{0};
-  json req = story_request(900);
   req["stream"] = true;
-  req["temperature"] = 1.5;  // long and rambling: it would run for many seconds
-  req["min_p"] = 0;
   httplib::Request hr;
   hr.method = "POST";
   hr.path = "/v1/chat/completions";
@@ -128,9 +141,44 @@ TEST_F(Chat, ClientDisconnectMidStreamFreesTheEngine) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(3));
   auto slots = server_.get("/slots");
   EXPECT_EQ(slots.body[0]["is_processing"], false) << slots.raw;
+  EXPECT_LT(predicted_total(server_) - before, n_full) << "the engine went on after the client left";
 }
 
-TEST_F(Chat, OfficialOpenAiClient) {
+TEST(E2eChatWholeReply, ClientDisconnectFreesTheEngine) {
+  if (!std::filesystem::exists(onebit_model())) GTEST_SKIP() << "missing " << onebit_model();
+  // Long replies that are not streamed are sent chunked with keep-alive blanks at once.
+  Server server;
+  server.start(onebit_model(), {"-c", "4096"}, {{"ONEBIT_WHOLE_REPLY_WAIT_MS", "0"}});
+  json req = story_request(4000);
+  req["temperature"] = 1.5;
+  req["min_p"] = 0;
+  req["cache_prompt"] = false;  // the same tokens both times
+  auto full = server.post("/v1/chat/completions", req);
+  ASSERT_EQ(full.status, 200) << full.raw.substr(0, 300);
+  const int n_full = full.body["usage"]["completion_tokens"];
+  if (n_full < 100) GTEST_SKIP() << "this reply ends after " << n_full << " tokens: too short to interrupt";
+  const int64_t before = predicted_total(server);
+
+  auto c = server.client();
+  httplib::Request hr;
+  hr.method = "POST";
+  hr.path = "/v1/chat/completions";
+  hr.body = req.dump();
+  hr.set_header("Content-Type", "application/json");
+  bool got_blank = false;
+  hr.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+    got_blank = n > 0 && data[0] == ' ';
+    return false;  // hang up at the first keep-alive blank
+  };
+  c.send(hr);
+  EXPECT_TRUE(got_blank);
+  auto r = server.post("/v1/chat/completions", story_request(3));
+  EXPECT_EQ(r.status, 200) << r.raw;
+  // The interrupted reply stopped early: fewer tokens than the whole one (the 3 of r included).
+  EXPECT_LT(predicted_total(server) - before, n_full) << "the engine went on after the client left";
+}
+
+TEST_F(E2eChat, OfficialOpenAiClient) {
   auto r = testing::run_command(testing::source_path("tests/e2e/run_openai_client.sh") + " " + server_.base_url() + " chat");
   if (r.exit_code == 77) GTEST_SKIP() << "node/npm or the openai package is unavailable";
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;

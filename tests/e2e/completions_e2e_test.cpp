@@ -15,7 +15,7 @@ namespace {
 
 constexpr const char* kPrompt = "Once upon a time";
 
-class Completions : public ::testing::Test {
+class E2eCompletions : public ::testing::Test {
  protected:
   void SetUp() override {
     ONEBIT_REQUIRE_TESTDATA("models/stories260K.gguf");
@@ -27,7 +27,7 @@ class Completions : public ::testing::Test {
   Server server_;
 };
 
-TEST_F(Completions, GreedyEqualsRunTokenForToken) {
+TEST_F(E2eCompletions, GreedyEqualsRunTokenForToken) {
   auto run = testing::run_command(testing::binary_path() + " run -m " + stories_model() + " -p '" + kPrompt +
                                   "' -n 60 --temp 0");
   ASSERT_EQ(run.exit_code, 0) << run.err;
@@ -43,7 +43,7 @@ TEST_F(Completions, GreedyEqualsRunTokenForToken) {
   EXPECT_EQ(r2.body["choices"][0]["text"], expected);
 }
 
-TEST_F(Completions, StreamEqualsNonStreamWithOneFinalChunk) {
+TEST_F(E2eCompletions, StreamEqualsNonStreamWithOneFinalChunk) {
   json req = greedy(40);
   req["stream_options"] = {{"include_usage", true}};
   auto whole = server_.post("/v1/completions", greedy(40));
@@ -74,7 +74,7 @@ TEST_F(Completions, StreamEqualsNonStreamWithOneFinalChunk) {
   EXPECT_TRUE(s.events.back()["choices"].empty());
 }
 
-TEST_F(Completions, UsageEqualsTokenizerCountsAndLengthFinish) {
+TEST_F(E2eCompletions, UsageEqualsTokenizerCountsAndLengthFinish) {
   auto tok = server_.post("/tokenize", json{{"content", kPrompt}, {"add_special", true}});
   ASSERT_EQ(tok.status, 200) << tok.raw;
   auto r = server_.post("/v1/completions", greedy(17));
@@ -99,7 +99,7 @@ TEST_F(Completions, UsageEqualsTokenizerCountsAndLengthFinish) {
   EXPECT_EQ(server_.post("/v1/completions", ids).body["choices"][0]["text"], r.body["choices"][0]["text"]);
 }
 
-TEST_F(Completions, StopStringsTruncate) {
+TEST_F(E2eCompletions, StopStringsTruncate) {
   auto full = server_.post("/v1/completions", greedy(40));
   const std::string text = full.body["choices"][0]["text"];
   ASSERT_GT(text.size(), 20u);
@@ -117,7 +117,7 @@ TEST_F(Completions, StopStringsTruncate) {
   EXPECT_EQ(streamed, expected);
 }
 
-TEST_F(Completions, PrefixCacheReportsCachedTokens) {
+TEST_F(E2eCompletions, PrefixCacheReportsCachedTokens) {
   auto first = server_.post("/v1/completions", greedy(8));
   auto second = server_.post("/v1/completions", greedy(8));
   const int n_prompt = second.body["usage"]["prompt_tokens"];
@@ -131,7 +131,7 @@ TEST_F(Completions, PrefixCacheReportsCachedTokens) {
   EXPECT_EQ(third.body["choices"][0]["text"], first.body["choices"][0]["text"]);
 }
 
-TEST_F(Completions, ExceedContextSize) {
+TEST_F(E2eCompletions, ExceedContextSize) {
   auto r = server_.post("/v1/completions", greedy(252));  // 5 prompt tokens + 252 > 256
   expect_error_body(r, 400, "exceed_context_size_error");
   std::string long_prompt;
@@ -140,7 +140,7 @@ TEST_F(Completions, ExceedContextSize) {
   EXPECT_EQ(server_.post("/v1/completions", greedy(251)).status, 200);
 }
 
-TEST_F(Completions, ClientDisconnectFreesTheEngine) {
+TEST_F(E2eCompletions, ClientDisconnectFreesTheEngine) {
   // A long stream (to the end of the context) that the client drops after a few chunks.
   auto c = server_.client();
   std::atomic<int> chunks{0};
@@ -162,7 +162,7 @@ TEST_F(Completions, ClientDisconnectFreesTheEngine) {
   EXPECT_EQ(slots.body[0]["is_processing"], false);
 }
 
-TEST_F(Completions, AuxiliaryRoutes) {
+TEST_F(E2eCompletions, AuxiliaryRoutes) {
   auto models = server_.get("/v1/models");
   EXPECT_EQ(models.body["data"][0]["id"], "stories");
   auto props = server_.get("/props");
@@ -179,7 +179,7 @@ TEST_F(Completions, AuxiliaryRoutes) {
   expect_error_body(chat, 400, "invalid_request_error");
 }
 
-TEST_F(Completions, OfficialOpenAiClient) {
+TEST_F(E2eCompletions, OfficialOpenAiClient) {
   auto r = testing::run_command(testing::source_path("tests/e2e/run_openai_client.sh") + " " + server_.base_url() +
                                 " completion");
   if (r.exit_code == 77) GTEST_SKIP() << "node/npm or the openai package is unavailable";

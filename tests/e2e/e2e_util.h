@@ -39,11 +39,12 @@ struct Stream {
 class Server {
  public:
   // Starts `1bit serve -m model args... --port P` and waits until /health is 200.
-  void start(const std::string& model, std::vector<std::string> args = {}) {
+  void start(const std::string& model, std::vector<std::string> args = {},
+             std::vector<std::pair<std::string, std::string>> env = {}) {
     port_ = *find_free_loopback_port();
     std::vector<std::string> argv = {"serve", "-m", model, "--port", std::to_string(port_), "--device", "cpu"};
     argv.insert(argv.end(), args.begin(), args.end());
-    auto p = ChildProcess::start({testing::binary_path(), argv, {}, "[serve] "});
+    auto p = ChildProcess::start({testing::binary_path(), argv, env, "[serve] "});
     ASSERT_TRUE(p.ok()) << p.message();
     process_ = std::move(*p);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);

@@ -8,7 +8,7 @@
 namespace onebit::e2e {
 namespace {
 
-class Errors : public ::testing::Test {
+class E2eErrors : public ::testing::Test {
  protected:
   void SetUp() override {
     ONEBIT_REQUIRE_TESTDATA("models/stories260K.gguf");
@@ -22,7 +22,7 @@ class Errors : public ::testing::Test {
   Server server_;
 };
 
-TEST_F(Errors, EveryClassHasItsStatusAndBody) {
+TEST_F(E2eErrors, EveryClassHasItsStatusAndBody) {
   expect_error_body(server_.post("/v1/completions", std::string("{not json")), 400, "invalid_request_error");
   expect_error_body(server_.post("/v1/completions", json{{"prompt", "x"}, {"max_tokens", -3}}), 400,
                     "invalid_request_error");
@@ -41,7 +41,7 @@ TEST_F(Errors, EveryClassHasItsStatusAndBody) {
   expect_still_serving();
 }
 
-TEST(ErrorsWithKey, MissingOrWrongKeyIs401) {
+TEST(E2eErrorsWithKey, MissingOrWrongKeyIs401) {
   ONEBIT_REQUIRE_TESTDATA("models/stories260K.gguf");
   Server s;
   s.start(stories_model(), {"--api-key", "sekret"});
@@ -124,7 +124,7 @@ std::vector<std::pair<std::string, std::string>> hostile_requests() {
   return r;
 }
 
-TEST_F(Errors, HostileRequestsGet4xxAndTheServerKeepsServing) {
+TEST_F(E2eErrors, HostileRequestsGet4xxAndTheServerKeepsServing) {
   const auto requests = hostile_requests();
   ASSERT_GE(requests.size(), 40u);
   for (size_t i = 0; i < requests.size(); ++i) {
