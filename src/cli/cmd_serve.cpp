@@ -46,7 +46,11 @@ int run_native_plan(const Plan& plan, const ServeOptions& options) {
   no.route = b.route;
   no.ctx_size = plan.ctx_size;
   if (const char* wait = std::getenv("ONEBIT_WHOLE_REPLY_WAIT_MS")) no.whole_reply_wait_ms = std::max(0, std::atoi(wait));
-  no.n_slots = 1;  // TODO(serve): --parallel N slots once the step batches several sequences. #5
+  no.n_slots = static_cast<int32_t>(b.slots);  // --parallel: sequences batched in one step
+  if (plan.backends.size() > 1 || b.drafter.kind != DrafterKind::kNone) {
+    std::fprintf(stderr, "1bit serve: warning: the native engine has no speculative decoding or adaptive overflow yet; "
+                         "serving the primary alone without a drafter\n");
+  }
   auto native = std::make_unique<NativeBackend>(no);
   NativeBackend* engine = native.get();
   std::vector<std::unique_ptr<FrontBackend>> backends;

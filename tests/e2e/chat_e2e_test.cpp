@@ -70,6 +70,17 @@ TEST_F(E2eChat, EndsAtEndOfTurnAndStreamAgrees) {
   EXPECT_EQ(s.events.front()["choices"][0]["delta"]["role"], "assistant");
 }
 
+TEST_F(E2eChat, GreedyCompletionEqualsRunTokenForToken) {
+  const std::string prompt = "Once upon a time";
+  auto run = testing::run_command(testing::binary_path() + " run -m " + onebit_model() + " -p '" + prompt + "' -n 48 --temp 0");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  ASSERT_EQ(run.out.rfind(prompt, 0), 0u);
+  const std::string expected = run.out.substr(prompt.size(), run.out.size() - prompt.size() - 1);
+  auto r = server_.post("/v1/completions", json{{"prompt", prompt}, {"max_tokens", 48}, {"temperature", 0}});
+  ASSERT_EQ(r.status, 200) << r.raw;
+  EXPECT_EQ(r.body["choices"][0]["text"], expected);
+}
+
 TEST_F(E2eChat, UsageMatchesTheRenderedPromptsTokens) {
   json req = story_request(5);
   auto prompt = server_.post("/apply-template", req);

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <thread>
 
 #include "e2e_util.h"
 #include "run_command.h"
@@ -177,6 +178,22 @@ TEST_F(E2eCompletions, AuxiliaryRoutes) {
   // No chat template in stories260K: chat is a clear 400.
   auto chat = server_.post("/v1/chat/completions", json{{"messages", {{{"role", "user"}, {"content", "hi"}}}}});
   expect_error_body(chat, 400, "invalid_request_error");
+}
+
+TEST(E2eParallel, ConcurrentRequestsGetTheirOwnGreedyText) {
+  ONEBIT_REQUIRE_TESTDATA("models/stories260K.gguf");
+  Server server;
+  server.start(stories_model(), {"-c", "256", "--parallel", "2"});
+  const json a = {{"prompt", kPrompt}, {"max_tokens", 60}, {"temperature", 0}, {"cache_prompt", false}};
+  const json b = {{"prompt", "The cat"}, {"max_tokens", 50}, {"temperature", 0}, {"cache_prompt", false}};
+  const std::string text_a = server.post("/v1/completions", a).body["choices"][0]["text"];
+  const std::string text_b = server.post("/v1/completions", b).body["choices"][0]["text"];
+  for (int round = 0; round < 3; ++round) {
+    std::thread other([&] { EXPECT_EQ(server.post("/v1/completions", b).body["choices"][0]["text"], text_b); });
+    EXPECT_EQ(server.post("/v1/completions", a).body["choices"][0]["text"], text_a);
+    other.join();
+  }
+  EXPECT_EQ(server.get("/slots").body.size(), 2u);
 }
 
 TEST_F(E2eCompletions, OfficialOpenAiClient) {

@@ -165,3 +165,35 @@ TEST(Engine, CommonPrefixLength) {
 
 }  // namespace
 }  // namespace onebit
+
+namespace onebit {
+namespace {
+
+// Two slots: two sequences run in the same batches (prefill of one beside the decode of the
+// other) and each gets exactly its own greedy tokens.
+TEST(Engine, TwoSlotsBatchSequencesTogether) {
+  ONEBIT_REQUIRE_TESTDATA(kModel);
+  Loaded l = load();
+  const std::vector<TokenId> a = {1, 403, 407, 261, 378}, b = {1, 407};
+  const auto expected_a = reference(*l.model, a, 30), expected_b = reference(*l.model, b, 20);
+  EngineOptions o = options(128);
+  o.n_slots = 2;
+  auto engine = Engine::start(*l.model, o);
+  ASSERT_TRUE(engine.ok());
+  auto ha = (*engine)->submit({a, 30, greedy(), true});
+  auto hb = (*engine)->submit({b, 20, greedy(), true});
+  ASSERT_TRUE(ha.ok() && hb.ok());
+  auto collect = [](SequenceHandle& h) {
+    std::vector<TokenId> out;
+    for (;;) {
+      SequenceEvents ev = h.wait(1000);
+      out.insert(out.end(), ev.tokens.begin(), ev.tokens.end());
+      if (ev.finished) return out;
+    }
+  };
+  EXPECT_EQ(collect(**ha), expected_a);
+  EXPECT_EQ(collect(**hb), expected_b);
+}
+
+}  // namespace
+}  // namespace onebit
