@@ -81,7 +81,7 @@ struct Stats {
 };
 Stats summarize(std::vector<double> v) {
   std::sort(v.begin(), v.end());
-  return {v.back(), v[v.size() / 2]};
+  return {v.back(), v[(v.size() - 1) / 2]};  // the lower median for an even count
 }
 
 int run(int argc, char** argv) {
