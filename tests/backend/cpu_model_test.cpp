@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <vector>
 
@@ -102,6 +103,38 @@ TEST(CpuModel, GoldenTinyModelsMatchReference) {
   }
   EXPECT_GE(n, 3);
   fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace onebit
+
+namespace onebit {
+namespace {
+
+// llama.cpp's llama_tensor_get_type for the mixes, on TinyLlama's 22 layers: use_more_bits is
+// true for layers 0, 1, 4, 7, 10, 13, 16, 19, 20, 21.
+TEST(CpuModel, QuantizeMixRulesFollowLlamaCpp) {
+  const QuantTarget q4km = parse_quant_target("Q4_K_M").value();
+  const std::vector<int> more = {0, 1, 4, 7, 10, 13, 16, 19, 20, 21};
+  for (int l = 0; l < 22; ++l) {
+    const bool m = std::find(more.begin(), more.end(), l) != more.end();
+    const std::string p = "blk." + std::to_string(l) + ".";
+    EXPECT_EQ(quant_type_for(q4km, p + "attn_v.weight", 2, 2048, l, 22, false), m ? GgmlType::kQ6_K : GgmlType::kQ4_K) << l;
+    EXPECT_EQ(quant_type_for(q4km, p + "ffn_down.weight", 2, 5632, l, 22, false), m ? GgmlType::kQ6_K : GgmlType::kQ4_K) << l;
+    EXPECT_EQ(quant_type_for(q4km, p + "attn_q.weight", 2, 2048, l, 22, false), GgmlType::kQ4_K);
+    EXPECT_EQ(quant_type_for(q4km, p + "attn_norm.weight", 1, 2048, l, 22, false), GgmlType::kF32);
+  }
+  EXPECT_EQ(quant_type_for(q4km, "output.weight", 2, 2048, -1, 22, false), GgmlType::kQ6_K);
+  EXPECT_EQ(quant_type_for(q4km, "token_embd.weight", 2, 2048, -1, 22, false), GgmlType::kQ4_K);
+  EXPECT_EQ(quant_type_for(q4km, "token_embd.weight", 2, 2048, -1, 22, /*tied_output=*/true), GgmlType::kQ6_K);
+  const QuantTarget q40 = parse_quant_target("q4_0").value(), q80 = parse_quant_target("Q8_0").value();
+  EXPECT_EQ(quant_type_for(q40, "output.weight", 2, 2048, -1, 22, false), GgmlType::kQ6_K);
+  EXPECT_EQ(quant_type_for(q80, "output.weight", 2, 2048, -1, 22, false), GgmlType::kQ8_0);
+  // Rows that are not whole super-blocks fall back as llama.cpp does (Q4_K -> Q5_0, Q6_K -> Q8_0).
+  EXPECT_EQ(quant_type_for(q4km, "blk.2.attn_q.weight", 2, 288, 2, 22, false), GgmlType::kQ5_0);
+  EXPECT_EQ(quant_type_for(q4km, "output.weight", 2, 288, -1, 22, false), GgmlType::kQ8_0);
+  EXPECT_FALSE(parse_quant_target("q2_K").has_value());
+  EXPECT_FALSE(parse_quant_target("iq4_nl").has_value());
 }
 
 }  // namespace
