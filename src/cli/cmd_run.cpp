@@ -8,6 +8,7 @@
 #include "backend/backend.h"
 #include "backend/cpu/cpu_backend.h"
 #include "cli/command.h"
+#include "cli/default_model.h"
 #include "engine/generate.h"
 #include "engine/utf8.h"
 #include "gguf/gguf_reader.h"
@@ -40,8 +41,12 @@ Result<SamplerParams> sampler_params(const ParsedArgs& args) {
 
 int run(const ParsedArgs& args) {
   if (!args.positionals().empty()) return usage_error(kCmd, "unexpected argument '" + args.positionals()[0] + "'");
-  const std::string path = args.get("model");
-  if (path.empty()) return usage_error(kCmd, "give a model with -m FILE.gguf");
+  std::string path = args.get("model");
+  if (path.empty()) {
+    auto model = find_default_model();
+    if (!model.ok()) return usage_error(kCmd, model.message());
+    path = *model;
+  }
   if (!args.has("prompt")) {
     return usage_error(kCmd, "interactive chat needs the chat template support that is not built yet; "
                              "give a prompt with -p PROMPT");
@@ -120,7 +125,7 @@ Command run_command() {
           "generate a completion with the native engine",
           "1bit run -m FILE.gguf -p PROMPT [-n N] [--temp T] [--seed S] [--top-k K] [--top-p P] [--min-p P]",
           {
-              {"model", 'm', "FILE", "the GGUF model"},
+              {"model", 'm', "FILE", "the GGUF model (default: models/onebit-20m-q8_0.gguf)"},
               {"prompt", 'p', "TEXT", "the prompt (printed, then the completion)"},
               {"n-predict", 'n', "N", "tokens to generate at most (default 128)"},
               {"ctx-size", 'c', "N", "context positions (default prompt + N)"},

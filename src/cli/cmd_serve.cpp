@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "cli/command.h"
+#include "cli/default_model.h"
 #include "gguf/gguf_reader.h"
 #include "serve/front.h"
 #include "serve/native_backend.h"
@@ -29,9 +30,10 @@ Result<ModelHeader> header_of(const std::string& option, const std::string& path
 // Serves a native plan: binds the port, loads the model on a loader thread (/health says loading
 // meanwhile), serves until SIGINT/SIGTERM. Exit 1 when the port or the model fails.
 int run_native_plan(const Plan& plan, const ServeOptions& options) {
-  const BackendPlan& b = plan.backends[0];
-  if (b.route != "cpu") {
-    return failure("serve", "the native engine runs on the CPU in this version; use --device cpu (or --llama-server PATH for " + b.route + ")");
+  for (const auto& b : plan.backends) {
+    if (b.route != "cpu") {
+      return failure("serve", "the native engine runs on the CPU in this version; use --device cpu (or --llama-server PATH for " + b.route + ")");
+    }
   }
   sigset_t signals;
   sigemptyset(&signals);
@@ -40,22 +42,29 @@ int run_native_plan(const Plan& plan, const ServeOptions& options) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  NativeOptions no;
-  no.model_path = plan.model_path;
-  no.alias = plan.alias;
-  no.route = b.route;
-  no.ctx_size = plan.ctx_size;
-  if (const char* wait = std::getenv("ONEBIT_WHOLE_REPLY_WAIT_MS")) no.whole_reply_wait_ms = std::max(0, std::atoi(wait));
-  no.n_slots = static_cast<int32_t>(b.slots);  // --parallel: sequences batched in one step
-  if (plan.backends.size() > 1 || b.drafter.kind != DrafterKind::kNone) {
-    std::fprintf(stderr, "1bit serve: warning: the native engine has no speculative decoding or adaptive overflow yet; "
-                         "serving the primary alone without a drafter\n");
+  if (plan.backends[0].drafter.kind != DrafterKind::kNone) {
+    std::fprintf(stderr, "1bit serve: warning: the native engine has no speculative decoding yet; serving without a drafter\n");
   }
-  auto native = std::make_unique<NativeBackend>(no);
-  NativeBackend* engine = native.get();
+  // One engine per planned backend: the primary, and under --adaptive the overflow (16 slots).
+  std::vector<NativeBackend*> engines;
   std::vector<std::unique_ptr<FrontBackend>> backends;
-  backends.push_back(std::move(native));
-  Front front(FrontOptions{plan.host, static_cast<int>(plan.port), plan.alias, options.api_key}, std::move(backends));
+  for (const auto& b : plan.backends) {
+    NativeOptions no;
+    no.model_path = plan.model_path;
+    no.alias = plan.alias;
+    no.role = b.role;
+    no.route = b.route;
+    no.ctx_size = plan.ctx_size;
+    no.n_threads = static_cast<int>(options.threads);
+    if (const char* wait = std::getenv("ONEBIT_WHOLE_REPLY_WAIT_MS")) no.whole_reply_wait_ms = std::max(0, std::atoi(wait));
+    no.n_slots = static_cast<int32_t>(b.slots);  // sequences batched in one step
+    auto native = std::make_unique<NativeBackend>(no);
+    engines.push_back(native.get());
+    backends.push_back(std::move(native));
+  }
+  Front front(FrontOptions{plan.host, static_cast<int>(plan.port), plan.alias, options.api_key,
+                           16 * 1024 * 1024, options.adaptive_at},
+              std::move(backends));
   if (auto st = front.bind(); !st.ok()) {
     std::fprintf(stderr, "1bit serve: %s\n", st.message().c_str());
     return 1;
@@ -66,9 +75,15 @@ int run_native_plan(const Plan& plan, const ServeOptions& options) {
   std::atomic<int> load_state{0};  // 0 loading, 1 ready, 2 failed
   std::string load_error;
   std::thread loader([&] {
-    auto st = engine->load();
-    if (!st.ok()) load_error = st.message();
-    load_state.store(st.ok() ? 1 : 2);
+    for (NativeBackend* e : engines) {
+      auto st = e->load();
+      if (!st.ok()) {
+        load_error = e->label() + ": " + st.message();
+        load_state.store(2);
+        return;
+      }
+    }
+    load_state.store(1);
   });
   int exit_code = 0;
   bool announced = false;
@@ -89,12 +104,19 @@ int run_native_plan(const Plan& plan, const ServeOptions& options) {
   }
   loader.join();
   front.set_ready(false);
+  std::fprintf(stderr, "1bit serve: requests per backend: %s\n", front.counts_summary().c_str());
   front.stop();
   server.join();
   return exit_code;
 }
 
-int run_serve(const ParsedArgs& args) {
+int run_serve(const ParsedArgs& given) {
+  ParsedArgs args = given;
+  if (!args.has("model")) {
+    auto model = find_default_model();
+    if (!model.ok()) return usage_error("serve", model.message());
+    args.add("model", *model);
+  }
   auto options = parse_serve_options(args);
   if (!options.ok()) return usage_error("serve", options.message());
   PlanInputs in;

@@ -23,6 +23,7 @@ class ApiService;
 struct NativeOptions {
   std::string model_path;
   std::string alias;
+  std::string role = "primary";  // "primary" or "overflow" (--adaptive): for logs and /metrics
   std::string route = "cpu";
   int64_t ctx_size = 0;    // 0: the model's training context, capped at kDefaultMaxCtx
   int32_t n_slots = 1;
@@ -46,7 +47,7 @@ class NativeBackend : public FrontBackend {
   // Loads everything; blocking. Errors start with the stage ("vocabulary: ", "model: ").
   Status load();
 
-  std::string label() const override { return "primary/" + options_.route; }
+  std::string label() const override { return options_.role + "/" + options_.route; }
   std::string route() const override { return options_.route; }
   bool ready() const override { return ready_.load(); }
   void post(const httplib::Request& req, httplib::Response& res, std::shared_ptr<void> hold,

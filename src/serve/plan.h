@@ -38,6 +38,7 @@ struct ServeOptions {
   bool adaptive = false;
   int64_t adaptive_at = 8;
   std::string api_key;
+  int64_t threads = 0;               // native engine threads per backend; 0 = every core
   bool dry_run = false;
 };
 

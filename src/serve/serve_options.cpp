@@ -7,7 +7,7 @@ namespace onebit {
 
 const std::vector<OptionSpec>& serve_option_specs() {
   static const std::vector<OptionSpec> kSpecs = {
-      {"model", 'm', "FILE", "the GGUF model to serve (required)"},
+      {"model", 'm', "FILE", "the GGUF model to serve (default: models/onebit-20m-q8_0.gguf)"},
       {"host", 0, "H", "address to bind (default 127.0.0.1)"},
       {"port", 'p', "P", "port to listen on (default 8000)"},
       {"alias", 0, "NAME", "model name in the API (default: the file's stem)"},
@@ -25,6 +25,7 @@ const std::vector<OptionSpec>& serve_option_specs() {
       {"adaptive", 0, "", "two backends: a primary, and an overflow with 16 slots"},
       {"adaptive-at", 0, "N", "requests in flight on the primary before overflowing (default 8)"},
       {"api-key", 0, "KEY", "require 'Authorization: Bearer KEY'"},
+      {"threads", 't', "N", "native engine threads per backend (default: every core)"},
       {"dry-run", 0, "", "print the plan as JSON and exit"},
       {"jinja", 0, "", "accepted for llama-server compatibility (templates are always Jinja)"},
       {"metrics", 0, "", "accepted for llama-server compatibility (/metrics is always on)"},
@@ -80,6 +81,7 @@ Result<ServeOptions> parse_serve_options(const ParsedArgs& args) {
   if (args.has("adaptive-at") && !o.adaptive) return make_error("--adaptive-at N needs --adaptive");
   o.api_key = args.get("api-key");
   if (args.has("api-key") && o.api_key.empty()) return make_error("--api-key must not be empty");
+  ONEBIT_ASSIGN_OR_RETURN(o.threads, args.get_int("threads", 0, 0, 1024));
   o.dry_run = args.has("dry-run");
   return o;
 }
