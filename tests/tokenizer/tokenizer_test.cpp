@@ -167,9 +167,11 @@ TEST(ConvertCommand, VocabOnlyThenTokenize) {
   // Qwen3: "Hello world" is [9707, 1879]; <|im_start|> is 151644 (HF tokenizer.json).
   EXPECT_EQ(run_cli("tokenize -m " + out.string() + " '<|im_start|>Hello world'", &rc), "151644 9707 1879\n");
   std::filesystem::remove(out);
-  const std::string msg = run_cli("convert a b", &rc);
+  // A checkpoint directory that does not exist: a one-line error naming it.
+  const std::string msg = run_cli("convert /nonexistent-hf-dir " + out.string(), &rc);
   EXPECT_EQ(rc, 1);
-  EXPECT_NE(msg.find("not built yet"), std::string::npos);
+  EXPECT_NE(msg.find("/nonexistent-hf-dir"), std::string::npos) << msg;
+  EXPECT_FALSE(std::filesystem::exists(out));
 }
 
 }  // namespace
