@@ -2,7 +2,7 @@
 # `make test` builds and runs every test (unit, sanitizers, fuzzing). See README.md.
 JOBS ?= $(shell nproc)
 BUILD ?= build
-MODEL ?= ../shared/testdata/models/stories260K.gguf
+MODEL ?= models/onebit-20m-q8_0.gguf
 FUZZ_SECONDS ?= 60
 
 .PHONY: all setup build serve test test-unit test-sanitize test-fuzz format clean
@@ -18,9 +18,9 @@ $(BUILD)/Makefile: CMakeLists.txt
 build: setup $(BUILD)/Makefile
 	cmake --build $(BUILD) -j $(JOBS)
 
-# The main job. Until `1bit serve` exists this describes the model it would serve.
+# The main job: the OpenAI-compatible server on the native engine.
 serve: build
-	$(BUILD)/bin/1bit info $(MODEL)
+	$(BUILD)/bin/1bit serve -m $(MODEL)
 
 test: test-unit test-sanitize test-fuzz
 
