@@ -11,6 +11,7 @@
 #include "cli/default_model.h"
 #include "gguf/gguf_reader.h"
 #include "serve/front.h"
+#include "serve/http_util.h"
 #include "serve/native_backend.h"
 #include "serve/plan.h"
 #include "serve/supervisor.h"
@@ -35,12 +36,7 @@ int run_native_plan(const Plan& plan, const ServeOptions& options) {
       return failure("serve", "the native engine runs on the CPU in this version; use --device cpu (or --llama-server PATH for " + b.route + ")");
     }
   }
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  signal(SIGPIPE, SIG_IGN);
+  const sigset_t signals = block_stop_signals();
 
   if (plan.backends[0].drafter.kind != DrafterKind::kNone) {
     std::fprintf(stderr, "1bit serve: warning: the native engine has no speculative decoding yet; serving without a drafter\n");

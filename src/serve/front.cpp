@@ -7,14 +7,11 @@
 #include <sstream>
 
 #include "api/openai_error.h"
+#include "serve/http_util.h"
 
 namespace onebit {
 namespace {
 
-void set_error(httplib::Response& res, ApiErrorKind kind, const std::string& message) {
-  res.status = http_status(kind);
-  res.set_content(error_body({kind, message}).dump(), "application/json");
-}
 
 bool is_loopback_host(const std::string& host) {
   return host == "127.0.0.1" || host == "localhost" || host == "::1" || host == "[::1]";

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "api/openai_error.h"
+#include "serve/http_util.h"
 
 namespace onebit {
 namespace {
@@ -23,10 +24,6 @@ std::unique_ptr<httplib::Client> make_client(int port) {
   return client;
 }
 
-void set_error(httplib::Response& res, ApiErrorKind kind, const std::string& message) {
-  res.status = http_status(kind);
-  res.set_content(error_body({kind, message}).dump(), "application/json");
-}
 
 std::string upstream_target(const httplib::Request& req) { return req.target.empty() ? req.path : req.target; }
 

@@ -8,6 +8,7 @@
 
 #include "serve/child_process.h"
 #include "serve/front.h"
+#include "serve/http_util.h"
 #include "serve/proxy.h"
 
 namespace onebit {
@@ -35,14 +36,7 @@ std::optional<std::pair<const RunningChild*, int>> dead_child(std::vector<Runnin
 }  // namespace
 
 int run_child_plan(const Plan& plan, const ServeOptions& options, const SupervisorOptions& sup) {
-  // Block SIGINT/SIGTERM in every thread (the server's threads inherit the mask); the main
-  // thread takes them with sigtimedwait.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  signal(SIGPIPE, SIG_IGN);
+  const sigset_t signals = block_stop_signals();
 
   std::vector<std::unique_ptr<FrontBackend>> backends;
   std::vector<std::pair<ChildBackend*, ChildSpec>> specs;
