@@ -271,8 +271,14 @@ inline __m256 load8(const void* w, int64_t i) {
 }
 template <FloatKind kKind>
 inline float load1(const void* w, int64_t i) {
-  if constexpr (kKind == FloatKind::kF32) return static_cast<const float*>(w)[i];
-  const uint16_t h = static_cast<const uint16_t*>(w)[i];
+  // memcpy, not a typed load: weight rows may sit at any byte offset (a GGUF's tensor data).
+  if constexpr (kKind == FloatKind::kF32) {
+    float f;
+    std::memcpy(&f, static_cast<const float*>(w) + i, 4);
+    return f;
+  }
+  uint16_t h;
+  std::memcpy(&h, static_cast<const uint16_t*>(w) + i, 2);
   if constexpr (kKind == FloatKind::kF16) return half(h);
   const uint32_t bits = uint32_t(h) << 16;
   float f;
