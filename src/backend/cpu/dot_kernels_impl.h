@@ -4,7 +4,7 @@
 // The integer schemes follow ggml-cpu's x86 vec_dot kernels (arch/x86/quants.c): 4-bit codes as
 // unsigned bytes times signed 8-bit activations; the code offset (-8, -16, -32) or the block min is
 // applied once per block through the activation block's sum instead of per element.
-// Weight rows may have any alignment (every load is unaligned). No std:: code in here: this file is
+// Weight rows need only 2-byte alignment (blocks hold uint16 scales; vector loads are unaligned). No std:: code in here: this file is
 // compiled for wider targets than the rest of the program.
 #include <immintrin.h>
 
