@@ -33,8 +33,8 @@ class CpuMatmulTest : public ::testing::TestWithParam<CpuIsa> {};
 // Runs out = x * w^T on the CPU backend (n_threads) and on the reference, returns the nmse; also
 // checks the output's guard region. `misalign` shifts the weight bytes (by 2x) and activation rows.
 double run_case(CpuIsa isa, int n_threads, const TypeCase& tc, int64_t m, int64_t n, int64_t k,
-                int misalign, uint32_t seed) {
-  auto cpu = make_cpu_backend(n_threads, isa);
+                int misalign, uint32_t seed, bool panels = true) {
+  auto cpu = make_cpu_backend(n_threads, isa, panels);
   auto ref = make_reference_backend();
   const std::vector<float> wf = random_floats(size_t(m * k), seed);
   const size_t row_bytes = row_size(tc.type, k).value();
@@ -69,8 +69,9 @@ double run_case(CpuIsa isa, int n_threads, const TypeCase& tc, int64_t m, int64_
 TEST_P(CpuMatmulTest, EveryTypeAndShapeMatchesReference) {
   struct Shape { int64_t m, n, k_blocks, k_extra; };
   // k = k_blocks * block + k_extra (k_extra only for the float types, whose block is 1).
-  const Shape shapes[] = {{1, 1, 1, 0},  {3, 1, 1, 7},  {17, 1, 3, 1},  {33, 2, 2, 15},
-                          {5, 5, 1, 9},  {16, 4, 4, 0}, {40, 67, 2, 3}, {19, 130, 1, 1}};
+  // m = 16, 40, 24: whole panels of 8 rows for the repacked types (Q4_0, Q8_0).
+  const Shape shapes[] = {{1, 1, 1, 0},  {3, 1, 1, 7},  {17, 1, 3, 1},  {33, 2, 2, 15}, {5, 5, 1, 9},
+                          {16, 4, 4, 0}, {40, 67, 2, 3}, {19, 130, 1, 1}, {24, 1, 5, 0}, {8, 6, 1, 0}};
   for (const TypeCase& tc : kTypes) {
     for (const Shape& s : shapes) {
       const int64_t k = tc.block == 1 ? s.k_blocks * 32 + s.k_extra : s.k_blocks * tc.block;
@@ -88,9 +89,54 @@ TEST_P(CpuMatmulTest, EveryTypeAndShapeMatchesReference) {
 TEST_P(CpuMatmulTest, LargeMatrixVectorAndMatrixMatrix) {
   for (const TypeCase& tc : kTypes) {
     const int64_t k = tc.block == 1 ? 1000 : 2048;
-    for (int64_t n : {1, 37}) {
-      const double e = run_case(GetParam(), 2, tc, 300, n, k, 1, 7);
-      EXPECT_LE(e, tc.max_nmse) << ggml_type_name(uint32_t(tc.type)) << " n=" << n;
+    for (int64_t m : {300, 304}) {  // 304: panels
+      for (int64_t n : {1, 37}) {
+        const double e = run_case(GetParam(), 2, tc, m, n, k, 1, 7);
+        EXPECT_LE(e, tc.max_nmse) << ggml_type_name(uint32_t(tc.type)) << " m=" << m << " n=" << n;
+      }
+    }
+  }
+}
+
+// The same cases with panels off give the row-by-row kernels of the repacked types (Q4_0, Q8_0),
+// and both layouts agree with each other far more closely than with the reference.
+TEST_P(CpuMatmulTest, PanelsAndRowsAgree) {
+  for (const TypeCase& tc : kTypes) {
+    if (tc.type != GgmlType::kQ4_0 && tc.type != GgmlType::kQ8_0) continue;
+    for (int64_t n : {1, 3, 9}) {
+      const double rows = run_case(GetParam(), 2, tc, 64, n, 512, 1, 11, /*panels=*/false);
+      const double panels = run_case(GetParam(), 2, tc, 64, n, 512, 1, 11, /*panels=*/true);
+      EXPECT_LE(rows, tc.max_nmse) << ggml_type_name(uint32_t(tc.type)) << " n=" << n;
+      EXPECT_LE(panels, tc.max_nmse) << ggml_type_name(uint32_t(tc.type)) << " n=" << n;
+      // Same integer sums; only the float order of the scale products differs.
+      EXPECT_NEAR(rows, panels, 1e-3 * rows + 1e-12) << ggml_type_name(uint32_t(tc.type)) << " n=" << n;
+    }
+  }
+}
+
+// get_rows and read of a repacked weight (a tied embedding) see the rows as given.
+TEST_P(CpuMatmulTest, RepackedWeightRowsReadBackAsGiven) {
+  auto cpu = make_cpu_backend(2, GetParam(), /*panels=*/true);
+  for (GgmlType type : {GgmlType::kQ4_0, GgmlType::kQ8_0}) {
+    const int64_t m = 16, k = 96;
+    const size_t rb = row_size(type, k).value();
+    const std::vector<float> wf = random_floats(size_t(m * k), 5);
+    std::vector<uint8_t> bytes(rb * m);
+    for (int64_t r = 0; r < m; ++r) quantize_row_reference(type, wf.data() + r * k, bytes.data() + r * rb, k);
+    Tensor w = cpu->weight_from_host(type, m, k, bytes).value();
+    std::vector<uint8_t> back(bytes.size());
+    cpu->read(w, back.data());
+    EXPECT_EQ(back, bytes) << ggml_type_name(uint32_t(type));
+    const std::vector<int32_t> ids = {15, 0, 7};
+    Tensor id = cpu->alloc(GgmlType::kI32, 1, 3).value();
+    cpu->write(id, ids.data());
+    Tensor out = cpu->alloc(GgmlType::kF32, 3, k).value();
+    cpu->get_rows(w, id, out);
+    const std::vector<float> got = download(*cpu, out);
+    std::vector<float> want(static_cast<size_t>(k), 0.0f);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      dequantize_row(type, bytes.data() + ids[i] * rb, want.data(), k);
+      EXPECT_EQ(std::vector<float>(got.begin() + i * k, got.begin() + (i + 1) * k), want);
     }
   }
 }

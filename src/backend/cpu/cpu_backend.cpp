@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_kernels.h"
+#include "backend/cpu/panels.h"
 #include "base/check.h"
 #include "base/thread_pool.h"
 #include "gguf/quants.h"
@@ -23,19 +24,28 @@ using cpu::ActFormat;
 using cpu::ActQ8;
 using cpu::DotKernel;
 
-// Host bytes: owned (64-byte aligned, zeroed) or an alias of caller memory (mapped weights).
+// Host bytes: owned (64-byte aligned, zeroed) or an alias of caller memory (mapped weights). A
+// weight may also carry its rows repacked into panels (panels.h) for matmul; get_rows and read
+// use the rows as given.
 class HostBuffer : public BackendBuffer {
  public:
   explicit HostBuffer(uint8_t* owned) : data_(owned), owned_(true) {}
   explicit HostBuffer(std::span<const uint8_t> alias) : data_(const_cast<uint8_t*>(alias.data())) {}
   ~HostBuffer() override {
     if (owned_) std::free(data_);
+    std::free(panels_);
   }
   uint8_t* data() { return data_; }
+  // The panels of all n_rows rows (owned), or null.
+  const uint8_t* panels() const { return panels_; }
+  int64_t panel_rows() const { return panel_rows_; }
+  void set_panels(uint8_t* owned, int64_t n_rows) { panels_ = owned, panel_rows_ = n_rows; }
 
  private:
   uint8_t* data_;
   bool owned_ = false;
+  uint8_t* panels_ = nullptr;
+  int64_t panel_rows_ = 0;
 };
 
 uint8_t* row_ptr(const Tensor& t, int64_t row) {
@@ -66,9 +76,9 @@ constexpr int64_t kTileCols = 64;
 
 class CpuBackend final : public Backend {
  public:
-  CpuBackend(int n_threads, CpuIsa isa)
+  CpuBackend(int n_threads, CpuIsa isa, bool panels)
       : pool_(n_threads), table_(&cpu::dot_table(isa)),
-        name_("cpu-" + std::string(cpu_isa_name(isa))), scratch_(pool_.n_threads()) {}
+        name_("cpu-" + std::string(cpu_isa_name(isa))), panels_(panels), scratch_(pool_.n_threads()) {}
 
   std::string_view name() const override { return name_; }
 
@@ -88,6 +98,10 @@ class CpuBackend final : public Backend {
     }
     buffers_.push_back(std::make_unique<HostBuffer>(bytes));
     t.buffer = buffers_.back().get();
+    if (panels_ && table_->panel_by_type[static_cast<uint32_t>(type) & 31] != nullptr &&
+        cpu::has_panels(type) && n_rows > 0 && n_rows % cpu::kPanelRows == 0) {
+      if (Status s = pack_panels(t, bytes); !s.ok()) return make_error(s.message());
+    }
     return t;
   }
 
@@ -210,10 +224,13 @@ class CpuBackend final : public Backend {
     std::vector<float> a, b;
   };
   void matmul_dequantized(const Tensor& w, const Tensor& x, const Tensor& out);
+  // Repacks weight t's rows (bytes) into panels owned by its buffer.
+  Status pack_panels(const Tensor& t, std::span<const uint8_t> bytes);
 
   ThreadPool pool_;
   const cpu::DotTable* table_;
   std::string name_;
+  bool panels_;                       // repack Q4_0 / Q8_0 weights into panels
   std::vector<Scratch> scratch_;      // [n_threads]
   std::vector<uint8_t> act_;          // [n, row bytes of the activation format]
   std::vector<std::unique_ptr<HostBuffer>> buffers_;
@@ -249,18 +266,25 @@ void CpuBackend::matmul(const Tensor& w, const Tensor& x, const Tensor& out) {
     act = dst;
   }
 
-  const uint8_t* w0 = row_ptr(w, 0);
-  const size_t ws = w.row_stride_bytes;
+  // Weight rows go to the kernel in groups: one row, or one panel of kPanelRows rows when the
+  // weight was repacked (whole tensors only, not row views). Every tile edge is a group edge.
+  const auto* buf = static_cast<const HostBuffer*>(w.buffer);
+  const bool panel = buf->panels() != nullptr && w.offset_bytes == 0 && w.n_rows == buf->panel_rows();
+  const cpu::DotFn fn = panel ? table_->panel_by_type[static_cast<uint32_t>(w.type)] : kern.fn;
+  const int64_t g = panel ? cpu::kPanelRows : 1;
+  const uint8_t* w0 = panel ? buf->panels() : row_ptr(w, 0);
+  const size_t ws = panel ? w.row_bytes() * g : w.row_stride_bytes;  // bytes per group
   float* out0 = f32_row(out, 0);
   const size_t os = out.row_stride_bytes / sizeof(float);
+  auto run_rows = [&](int64_t r0, int64_t r1, const void* a, int n_x, float* o) {
+    for (int64_t row = r0; row < r1; row += g) fn(k, w0 + (row / g) * ws, a, act_stride, n_x, o + row, os);
+  };
   if (n == 1) {
     // Decode: stream the weight rows once, split across threads in chunks (dynamic, so a thread
     // slowed by a neighbour on a shared machine does not hold the step).
     const int64_t n_chunks = (m + kMatvecRows - 1) / kMatvecRows;
     pool_.parallel_for(Parallel::kDynamic, n_chunks, [&](int64_t b, int64_t e, int) {
-      for (int64_t row = b * kMatvecRows; row < std::min(m, e * kMatvecRows); ++row) {
-        kern.fn(k, w0 + row * ws, act, act_stride, 1, out0 + row, os);
-      }
+      run_rows(b * kMatvecRows, std::min(m, e * kMatvecRows), act, 1, out0);
     }, /*chunk=*/std::max<int64_t>(1, n_chunks / (8 * pool_.n_threads())));
     return;
   }
@@ -273,13 +297,27 @@ void CpuBackend::matmul(const Tensor& w, const Tensor& x, const Tensor& out) {
       const int64_t r1 = std::min(m, r0 + kTileRows), c1 = std::min(n, c0 + kTileCols);
       for (int64_t c = c0; c < c1; c += cpu::kMaxDotRows) {
         const int n_x = static_cast<int>(std::min<int64_t>(cpu::kMaxDotRows, c1 - c));
-        const uint8_t* a = static_cast<const uint8_t*>(act) + c * act_stride;
-        for (int64_t row = r0; row < r1; ++row) {
-          kern.fn(k, w0 + row * ws, a, act_stride, n_x, out0 + c * os + row, os);
-        }
+        run_rows(r0, r1, static_cast<const uint8_t*>(act) + c * act_stride, n_x, out0 + c * os);
       }
     }
   }, /*chunk=*/1);
+}
+
+Status CpuBackend::pack_panels(const Tensor& t, std::span<const uint8_t> bytes) {
+  const int64_t n_panels = t.n_rows / cpu::kPanelRows;
+  const size_t panel_bytes = t.row_bytes() * cpu::kPanelRows;
+  auto* dst = static_cast<uint8_t*>(std::aligned_alloc(64, (bytes.size() + 63) / 64 * 64));
+  if (dst == nullptr) {
+    return make_error("cpu backend: out of memory repacking a " + std::to_string(bytes.size()) +
+                      "-byte weight; use a smaller model or ONEBIT_CPU_PANELS=0");
+  }
+  pool_.parallel_for(Parallel::kDynamic, n_panels, [&](int64_t b, int64_t e, int) {
+    for (int64_t p = b; p < e; ++p) {
+      cpu::pack_panel(t.type, bytes.data() + p * panel_bytes, t.row_bytes(), t.n_cols, dst + p * panel_bytes);
+    }
+  });
+  static_cast<HostBuffer*>(t.buffer)->set_panels(dst, t.n_rows);
+  return ok_status();
 }
 
 // Types without a dot kernel (Q8_1, Q8_K weights): dequantize each row, then f32 dots.
@@ -388,8 +426,13 @@ void CpuBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, co
 std::unique_ptr<Backend> make_cpu_backend(int n_threads) { return make_cpu_backend(n_threads, cpu_isa()); }
 
 std::unique_ptr<Backend> make_cpu_backend(int n_threads, CpuIsa isa) {
+  const char* env = std::getenv("ONEBIT_CPU_PANELS");
+  return make_cpu_backend(n_threads, isa, env == nullptr || std::string_view(env) != "0");
+}
+
+std::unique_ptr<Backend> make_cpu_backend(int n_threads, CpuIsa isa, bool panels) {
   ONEBIT_CHECK_MSG(cpu_isa_supported(isa), "make_cpu_backend: ISA not supported by this CPU");
-  return std::make_unique<CpuBackend>(n_threads, isa);
+  return std::make_unique<CpuBackend>(n_threads, isa, panels);
 }
 
 }  // namespace onebit

@@ -37,10 +37,13 @@ struct DotKernel {
   ActFormat act = ActFormat::kF32;
 };
 
-// Dot kernels of one SIMD target, indexed by the raw GgmlType value.
+// Dot kernels of one SIMD target, indexed by the raw GgmlType value. A panel kernel (panels.h) has
+// the DotFn signature with w_row = one panel: it writes kPanelRows consecutive outputs,
+// out[r * out_stride + j] for j < kPanelRows, and takes Q8 activations.
 struct DotTable {
   CpuIsa isa;
   DotKernel by_type[32];
+  DotFn panel_by_type[32];  // nullptr: the type has no panel layout
 };
 
 // The table of each target (each lives in its own translation unit, compiled for that target).

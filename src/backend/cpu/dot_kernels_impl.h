@@ -330,8 +330,10 @@ template <int NX> struct KF32 { static void run(int64_t k, const void* w, const 
 template <int NX> struct KF16 { static void run(int64_t k, const void* w, const void* a, size_t s, float* o, size_t os) { dot_float<FloatKind::kF16, NX>(k, w, a, s, o, os); } };
 template <int NX> struct KBF16 { static void run(int64_t k, const void* w, const void* a, size_t s, float* o, size_t os) { dot_float<FloatKind::kBF16, NX>(k, w, a, s, o, os); } };
 
+#include "backend/cpu/panel_kernels_impl.h"
+
 DotTable make_table(CpuIsa isa) {
-  DotTable t{isa, {}};
+  DotTable t{isa, {}, {}};
   auto set = [&t](GgmlType type, DotFn fn, ActFormat act) {
     t.by_type[static_cast<uint32_t>(type)] = DotKernel{fn, act};
   };
@@ -346,6 +348,8 @@ DotTable make_table(CpuIsa isa) {
   set(GgmlType::kQ4_K, by_rows<KQ4_K>, ActFormat::kQ8K);
   set(GgmlType::kQ5_K, by_rows<KQ5_K>, ActFormat::kQ8K);
   set(GgmlType::kQ6_K, by_rows<KQ6_K>, ActFormat::kQ8K);
+  t.panel_by_type[static_cast<uint32_t>(GgmlType::kQ4_0)] = by_rows<PQ4_0>;
+  t.panel_by_type[static_cast<uint32_t>(GgmlType::kQ8_0)] = by_rows<PQ8_0>;
   return t;
 }
 
