@@ -182,6 +182,9 @@ ApiResult<bool> parse_options(const ordered_json& body, CompletionRequest& r) {
   auto cache = read_bool(body, "cache_prompt");
   if (!cache.ok()) return cache.error;
   r.cache_prompt = cache.value->value_or(true);
+  auto ignore_eos = read_bool(body, "ignore_eos");
+  if (!ignore_eos.ok()) return ignore_eos.error;
+  r.ignore_eos = ignore_eos.value->value_or(false);
   auto format = read_string(body, "reasoning_format");
   if (!format.ok()) return format.error;
   if (*format.value) {

@@ -48,6 +48,7 @@ struct CompletionRequest {
   bool include_usage = false;              // stream_options.include_usage
   bool split_reasoning = true;             // reasoning_format != "none"
   bool cache_prompt = true;
+  bool ignore_eos = false;                 // end-of-generation tokens are never sampled (llama-server's)
 };
 
 // Parses a /v1/chat/completions or /v1/completions body (raw bytes: bad JSON is a 400 too).

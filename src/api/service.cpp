@@ -111,6 +111,7 @@ ApiResult<std::unique_ptr<Completion>> ApiService::start_completion(const std::s
   seq.sampler.min_p = static_cast<float>(r.min_p);
   seq.sampler.seed = r.seed ? *r.seed : std::random_device{}();
   seq.cache_prompt = r.cache_prompt;
+  seq.ignore_eos = r.ignore_eos;
   if (auto st = validate(seq.sampler); !st.ok()) return invalid_request(st.message());
   auto handle = engine_.submit(std::move(seq));
   if (!handle.ok()) return ApiError{ApiErrorKind::kUnavailable, handle.message()};

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <exception>
+#include <limits>
 
 namespace onebit {
 namespace {
@@ -73,6 +74,11 @@ Result<std::unique_ptr<Engine>> Engine::start(Model& model, EngineOptions option
   if (options.n_ctx < 1) return make_error("engine: n_ctx is " + std::to_string(options.n_ctx) + "; allowed >= 1");
   if (options.n_slots < 1) return make_error("engine: n_slots is " + std::to_string(options.n_slots) + "; allowed >= 1");
   std::unique_ptr<Engine> engine(new Engine(model, std::move(options)));
+  if (engine->options_.is_end) {
+    for (TokenId id = 0; id < model.config().vocab_size; ++id) {
+      if (engine->options_.is_end(id)) engine->end_tokens_.push_back(id);
+    }
+  }
   for (int32_t i = 0; i < engine->options_.n_slots; ++i) {
     auto slot = std::make_unique<Slot>();
     ONEBIT_ASSIGN_OR_RETURN(slot->kv, model.new_kv_cache(engine->options_.n_ctx));
@@ -228,10 +234,16 @@ void Engine::step() {
         slot.stats.prompt_ms = now - slot.started_ms;
         slot.decode_started_ms = now;
       }
-      const TokenId token = slot.sampler->sample(std::span<const float>(logits_.data() + i * vocab, vocab));
+      float* row = logits_.data() + i * vocab;
+      if (slot.request.ignore_eos) {
+        for (TokenId id : end_tokens_) {
+          if (static_cast<size_t>(id) < vocab) row[id] = -std::numeric_limits<float>::infinity();
+        }
+      }
+      const TokenId token = slot.sampler->sample(std::span<const float>(row, vocab));
       ++slot.stats.n_generated_tokens;
       slot.handle->push_token(token);
-      if (options_.is_end && options_.is_end(token)) {
+      if (!slot.request.ignore_eos && options_.is_end && options_.is_end(token)) {
         retire(slot, FinishReason::kEnd);
       } else if (slot.stats.n_generated_tokens >= slot.request.n_predict || slot.kv.n_past >= slot.kv.n_ctx) {
         retire(slot, FinishReason::kLength);

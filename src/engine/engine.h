@@ -32,6 +32,8 @@ struct SequenceRequest {
   int32_t n_predict = 128;      // new tokens at most (>= 1)
   SamplerParams sampler;        // validated by the caller
   bool cache_prompt = true;     // reuse the slot's K/V for the longest common prefix
+  bool ignore_eos = false;      // end-of-generation tokens are never sampled (as llama-server's
+                                // ignore_eos): only n_predict or the context end the sequence
 };
 
 // Counts and times of one finished sequence.
@@ -127,6 +129,7 @@ class Engine {
   bool stopping_ = false;
   std::thread worker_;
   std::vector<float> logits_;  // [n_out, vocab]
+  std::vector<TokenId> end_tokens_;  // every id is_end accepts (for ignore_eos), found at start
 };
 
 // Length of the common prefix of a and b.

@@ -41,6 +41,17 @@ TEST(Request, DefaultsAndFields) {
   EXPECT_FALSE(d.value->max_tokens);
   EXPECT_DOUBLE_EQ(d.value->temperature, 0.8);
   EXPECT_TRUE(d.value->cache_prompt);
+  EXPECT_FALSE(d.value->ignore_eos);
+}
+
+TEST(Request, IgnoreEos) {
+  EXPECT_TRUE(chat(R"(,"ignore_eos":true)").value->ignore_eos);
+  EXPECT_FALSE(chat(R"(,"ignore_eos":false)").value->ignore_eos);
+  EXPECT_FALSE(chat(R"(,"ignore_eos":null)").value->ignore_eos);
+  auto completion = parse_completion_request(R"({"prompt":"x","ignore_eos":true})", Endpoint::kCompletion);
+  ASSERT_TRUE(completion.ok()) << completion.error.message;
+  EXPECT_TRUE(completion.value->ignore_eos);
+  expect_error(chat(R"(,"ignore_eos":1)"), "'ignore_eos' must be a boolean");
 }
 
 TEST(Request, TokenLimitSpellings) {

@@ -3,6 +3,7 @@
 // the queue serves requests in order, bad requests are refused.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "backend/backend.h"
@@ -155,6 +156,36 @@ TEST(Engine, EndTokenStopsAndBadRequestsAreRefused) {
   EXPECT_EQ(last.reason, FinishReason::kError);
   EXPECT_FALSE(last.error.empty());
   EXPECT_EQ(run(**engine, {prompt, 3, greedy(), true}), std::vector<TokenId>(expected.begin(), expected.begin() + 3));
+}
+
+// ignore_eos: the end token is never sampled, so the sequence runs to n_predict (kLength) and
+// its tokens are the greedy ones with that token banned.
+TEST(Engine, IgnoreEosRunsToTheLimitWithoutTheEndToken) {
+  ONEBIT_REQUIRE_TESTDATA(kModel);
+  Loaded l = load();
+  const std::vector<TokenId> prompt = {1, 403, 407};
+  const auto expected = reference(*l.model, prompt, 10);
+  const TokenId end_token = expected[3];
+  EngineOptions o = options(64);
+  o.is_end = [end_token](TokenId t) { return t == end_token; };
+  auto engine = Engine::start(*l.model, o);
+  ASSERT_TRUE(engine.ok());
+  SequenceRequest req{prompt, 10, greedy(), true};
+  req.ignore_eos = true;
+  SequenceEvents last;
+  auto got = run(**engine, req, &last);
+  EXPECT_EQ(last.reason, FinishReason::kLength);
+  ASSERT_EQ(got.size(), 10u);
+  EXPECT_EQ(last.stats.n_generated_tokens, 10);
+  EXPECT_EQ(std::count(got.begin(), got.end(), end_token), 0);
+  // Up to the first place greedy chose the end token, the output is the plain greedy one.
+  const auto first_end = std::find(expected.begin(), expected.end(), end_token) - expected.begin();
+  EXPECT_EQ(std::vector<TokenId>(got.begin(), got.begin() + first_end),
+            std::vector<TokenId>(expected.begin(), expected.begin() + first_end));
+  // Without ignore_eos the same engine still stops at the end token.
+  auto stopped = run(**engine, {prompt, 10, greedy(), true}, &last);
+  EXPECT_EQ(last.reason, FinishReason::kEnd);
+  EXPECT_EQ(stopped.size(), static_cast<size_t>(first_end + 1));
 }
 
 TEST(Engine, CommonPrefixLength) {
