@@ -38,6 +38,7 @@ Command serve_command();
 Command run_command();
 Command template_command();
 Command quantize_command();
+Command bench_command();
 // `1bit convert --random`: defined in cmd_convert_random.cpp.
 int convert_random(const ParsedArgs& args);
 

@@ -17,6 +17,7 @@ const std::vector<Command>& commands() {
       tokenize_command(),
       convert_command(),
       quantize_command(),
+      bench_command(),
       template_command(),
       version_command(),
   };
