@@ -2,6 +2,7 @@
 // packed from, and the bytes sit where the kernels' layout comment says.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -19,12 +20,13 @@ std::vector<uint8_t> random_bytes(size_t n, uint32_t seed) {
 }
 
 TEST(CpuPanels, PackThenUnpackGivesEveryRowBack) {
-  for (GgmlType type : {GgmlType::kQ4_0, GgmlType::kQ8_0}) {
-    const int64_t k = 32 * 5;
+  for (GgmlType type : {GgmlType::kQ4_0, GgmlType::kQ8_0, GgmlType::kQ6_K}) {
+    const int64_t k = type == GgmlType::kQ6_K ? 256 * 3 : 32 * 5;
     const size_t rb = row_size(type, k).value();
     const size_t stride = rb + 6;  // rows apart by more than their size
     const std::vector<uint8_t> src = random_bytes(stride * kPanelRows, 3);
-    std::vector<uint8_t> panel(rb * kPanelRows);
+    std::vector<uint8_t> panel(panel_bytes(type, k));
+    ASSERT_EQ(panel.size(), rb * kPanelRows);
     pack_panel(type, src.data(), stride, k, panel.data());
     for (int r = 0; r < kPanelRows; ++r) {
       std::vector<uint8_t> row(rb);
@@ -47,6 +49,30 @@ TEST(CpuPanels, Q4_0LayoutPutsFourCodesOfEachRowInOneLane) {
   for (int i = 0; i < 4; ++i) EXPECT_EQ(blk[16 + (2 * kPanelRows + 5) * 4 + i], row5_blk1[2 + 8 + i]);
   EXPECT_EQ(blk[2 * 5], row5_blk1[0]);  // row 5's scale
   EXPECT_EQ(blk[2 * 5 + 1], row5_blk1[1]);
+}
+
+// Q4_K keeps its scales unpacked: each (sub-block, row) byte equals get_scale_min_k4's value.
+TEST(CpuPanels, Q4_KScalesAndMinsUnpackedPerRow) {
+  const int64_t k = 512;
+  const size_t rb = row_size(GgmlType::kQ4_K, k).value();
+  const std::vector<uint8_t> src = random_bytes(rb * kPanelRows, 6);
+  std::vector<uint8_t> panel(panel_bytes(GgmlType::kQ4_K, k));
+  pack_panel(GgmlType::kQ4_K, src.data(), rb, k, panel.data());
+  for (int b = 0; b < 2; ++b) {
+    const uint8_t* p = panel.data() + b * 1184;
+    for (int r = 0; r < kPanelRows; ++r) {
+      const auto* blk = reinterpret_cast<const BlockQ4_K*>(src.data() + r * rb + b * sizeof(BlockQ4_K));
+      EXPECT_EQ(std::memcmp(p + 2 * r, &blk->d, 2), 0);
+      EXPECT_EQ(std::memcmp(p + 16 + 2 * r, &blk->dmin, 2), 0);
+      for (int j = 0; j < 8; ++j) {
+        uint8_t sc, mn;
+        get_scale_min_k4(j, blk->scales, &sc, &mn);
+        EXPECT_EQ(p[32 + j * kPanelRows + r], sc) << "block " << b << " row " << r << " sub " << j;
+        EXPECT_EQ(p[96 + j * kPanelRows + r], mn) << "block " << b << " row " << r << " sub " << j;
+      }
+      for (int g = 0; g < 32; ++g) EXPECT_EQ(std::memcmp(p + 160 + (g * kPanelRows + r) * 4, blk->qs + 4 * g, 4), 0);
+    }
+  }
 }
 
 }  // namespace

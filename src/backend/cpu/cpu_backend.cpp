@@ -230,7 +230,7 @@ class CpuBackend final : public Backend {
   ThreadPool pool_;
   const cpu::DotTable* table_;
   std::string name_;
-  bool panels_;                       // repack Q4_0 / Q8_0 weights into panels
+  bool panels_;                       // repack Q4_0 / Q8_0 / Q4_K / Q6_K weights into panels
   std::vector<Scratch> scratch_;      // [n_threads]
   std::vector<uint8_t> act_;          // [n, row bytes of the activation format]
   std::vector<std::unique_ptr<HostBuffer>> buffers_;
@@ -273,7 +273,7 @@ void CpuBackend::matmul(const Tensor& w, const Tensor& x, const Tensor& out) {
   const cpu::DotFn fn = panel ? table_->panel_by_type[static_cast<uint32_t>(w.type)] : kern.fn;
   const int64_t g = panel ? cpu::kPanelRows : 1;
   const uint8_t* w0 = panel ? buf->panels() : row_ptr(w, 0);
-  const size_t ws = panel ? w.row_bytes() * g : w.row_stride_bytes;  // bytes per group
+  const size_t ws = panel ? cpu::panel_bytes(w.type, k) : w.row_stride_bytes;  // bytes per group
   float* out0 = f32_row(out, 0);
   const size_t os = out.row_stride_bytes / sizeof(float);
   auto run_rows = [&](int64_t r0, int64_t r1, const void* a, int n_x, float* o) {
@@ -305,15 +305,17 @@ void CpuBackend::matmul(const Tensor& w, const Tensor& x, const Tensor& out) {
 
 Status CpuBackend::pack_panels(const Tensor& t, std::span<const uint8_t> bytes) {
   const int64_t n_panels = t.n_rows / cpu::kPanelRows;
-  const size_t panel_bytes = t.row_bytes() * cpu::kPanelRows;
-  auto* dst = static_cast<uint8_t*>(std::aligned_alloc(64, (bytes.size() + 63) / 64 * 64));
+  const size_t panel_bytes = cpu::panel_bytes(t.type, t.n_cols);
+  const size_t rows_bytes = t.row_bytes() * cpu::kPanelRows;  // one panel's rows in GGUF layout
+  const size_t total = panel_bytes * size_t(n_panels);
+  auto* dst = static_cast<uint8_t*>(std::aligned_alloc(64, (total + 63) / 64 * 64));
   if (dst == nullptr) {
-    return make_error("cpu backend: out of memory repacking a " + std::to_string(bytes.size()) +
+    return make_error("cpu backend: out of memory repacking a " + std::to_string(total) +
                       "-byte weight; use a smaller model or ONEBIT_CPU_PANELS=0");
   }
   pool_.parallel_for(Parallel::kDynamic, n_panels, [&](int64_t b, int64_t e, int) {
     for (int64_t p = b; p < e; ++p) {
-      cpu::pack_panel(t.type, bytes.data() + p * panel_bytes, t.row_bytes(), t.n_cols, dst + p * panel_bytes);
+      cpu::pack_panel(t.type, bytes.data() + p * rows_bytes, t.row_bytes(), t.n_cols, dst + p * panel_bytes);
     }
   });
   static_cast<HostBuffer*>(t.buffer)->set_panels(dst, t.n_rows);

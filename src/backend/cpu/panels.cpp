@@ -9,37 +9,96 @@
 namespace onebit::cpu {
 namespace {
 
-// Bytes of codes per 32-element block, per row.
-int code_bytes(GgmlType type) { return type == GgmlType::kQ4_0 ? 16 : 32; }
-size_t block_bytes(GgmlType type) { return type == GgmlType::kQ4_0 ? sizeof(BlockQ4_0) : sizeof(BlockQ8_0); }
+constexpr int R = kPanelRows;
+
+// A run of 4-byte groups: group i of every row, rows inner (dst[(i * R + row) * 4 ..]).
+void interleave4(const uint8_t* const* rows, size_t offset, int n_groups, uint8_t* dst) {
+  for (int i = 0; i < n_groups; ++i) {
+    for (int r = 0; r < R; ++r) std::memcpy(dst + (i * R + r) * 4, rows[r] + offset + 4 * i, 4);
+  }
+}
+void deinterleave4(const uint8_t* src, int row, int n_groups, uint8_t* dst) {
+  for (int i = 0; i < n_groups; ++i) std::memcpy(dst + 4 * i, src + (i * R + row) * 4, 4);
+}
+
+// Bytes of one block of the type in GGUF layout, and its elements.
+size_t block_bytes(GgmlType type) {
+  switch (type) {
+    case GgmlType::kQ4_0: return sizeof(BlockQ4_0);
+    case GgmlType::kQ8_0: return sizeof(BlockQ8_0);
+    case GgmlType::kQ4_K: return sizeof(BlockQ4_K);
+    default: return sizeof(BlockQ6_K);
+  }
+}
+int64_t block_elems(GgmlType type) { return type == GgmlType::kQ4_0 || type == GgmlType::kQ8_0 ? 32 : kQK_K; }
+size_t panel_block_bytes(GgmlType type) { return type == GgmlType::kQ4_K ? 1184 : R * block_bytes(type); }
+
+// One block of each row (blk[r]) into one panel block.
+void pack_block(GgmlType type, const uint8_t* const* blk, uint8_t* dst) {
+  switch (type) {
+    case GgmlType::kQ4_0:
+    case GgmlType::kQ8_0:
+      for (int r = 0; r < R; ++r) std::memcpy(dst + 2 * r, blk[r], 2);
+      interleave4(blk, 2, type == GgmlType::kQ4_0 ? 4 : 8, dst + 16);
+      return;
+    case GgmlType::kQ4_K:
+      for (int r = 0; r < R; ++r) {
+        const auto* b = reinterpret_cast<const BlockQ4_K*>(blk[r]);
+        std::memcpy(dst + 2 * r, &b->d, 2);
+        std::memcpy(dst + 16 + 2 * r, &b->dmin, 2);
+        for (int j = 0; j < 8; ++j) get_scale_min_k4(j, b->scales, &dst[32 + j * R + r], &dst[96 + j * R + r]);
+      }
+      interleave4(blk, offsetof(BlockQ4_K, qs), 32, dst + 160);
+      return;
+    default:  // Q6_K
+      for (int r = 0; r < R; ++r) {
+        const auto* b = reinterpret_cast<const BlockQ6_K*>(blk[r]);
+        std::memcpy(dst + 2 * r, &b->d, 2);
+        for (int j = 0; j < 16; ++j) std::memcpy(&dst[16 + j * R + r], &b->scales[j], 1);
+      }
+      interleave4(blk, offsetof(BlockQ6_K, ql), 32, dst + 144);
+      interleave4(blk, offsetof(BlockQ6_K, qh), 16, dst + 144 + 1024);
+      return;
+  }
+}
 
 }  // namespace
 
-bool has_panels(GgmlType type) { return type == GgmlType::kQ4_0 || type == GgmlType::kQ8_0; }
+bool has_panels(GgmlType type) {
+  return type == GgmlType::kQ4_0 || type == GgmlType::kQ8_0 || type == GgmlType::kQ4_K || type == GgmlType::kQ6_K;
+}
+
+size_t panel_bytes(GgmlType type, int64_t k) {
+  ONEBIT_CHECK(has_panels(type) && k % block_elems(type) == 0);
+  return size_t(k / block_elems(type)) * panel_block_bytes(type);
+}
 
 void pack_panel(GgmlType type, const uint8_t* src, size_t src_stride, int64_t k, uint8_t* dst) {
-  ONEBIT_CHECK(has_panels(type) && k % 32 == 0);
-  const int cb = code_bytes(type);
+  ONEBIT_CHECK(has_panels(type) && k % block_elems(type) == 0);
   const size_t bb = block_bytes(type);
-  for (int64_t b = 0; b < k / 32; ++b) {
-    for (int r = 0; r < kPanelRows; ++r) {
-      const uint8_t* blk = src + r * src_stride + b * bb;  // d (2 bytes), then the codes
-      std::memcpy(dst + 2 * r, blk, 2);
-      for (int c = 0; c < cb / 4; ++c) std::memcpy(dst + 16 + (c * kPanelRows + r) * 4, blk + 2 + 4 * c, 4);
-    }
-    dst += kPanelRows * bb;
+  for (int64_t b = 0; b < k / block_elems(type); ++b) {
+    const uint8_t* blk[R];
+    for (int r = 0; r < R; ++r) blk[r] = src + r * src_stride + b * bb;
+    pack_block(type, blk, dst + b * panel_block_bytes(type));
   }
 }
 
 void unpack_panel_row(GgmlType type, const uint8_t* panel, int64_t k, int row, uint8_t* dst) {
-  ONEBIT_CHECK(has_panels(type) && k % 32 == 0 && row >= 0 && row < kPanelRows);
-  const int cb = code_bytes(type);
-  const size_t bb = block_bytes(type);
-  for (int64_t b = 0; b < k / 32; ++b) {
-    const uint8_t* p = panel + b * kPanelRows * bb;
-    std::memcpy(dst, p + 2 * row, 2);
-    for (int c = 0; c < cb / 4; ++c) std::memcpy(dst + 2 + 4 * c, p + 16 + (c * kPanelRows + row) * 4, 4);
-    dst += bb;
+  ONEBIT_CHECK(has_panels(type) && type != GgmlType::kQ4_K && k % block_elems(type) == 0);
+  ONEBIT_CHECK(row >= 0 && row < R);
+  const size_t bb = block_bytes(type), pb = panel_block_bytes(type);
+  for (int64_t b = 0; b < k / block_elems(type); ++b, dst += bb) {
+    const uint8_t* p = panel + b * pb;
+    if (type == GgmlType::kQ6_K) {
+      auto* out = reinterpret_cast<BlockQ6_K*>(dst);
+      std::memcpy(&out->d, p + 2 * row, 2);
+      for (int j = 0; j < 16; ++j) std::memcpy(&out->scales[j], &p[16 + j * R + row], 1);
+      deinterleave4(p + 144, row, 32, out->ql);
+      deinterleave4(p + 144 + 1024, row, 16, out->qh);
+    } else {
+      std::memcpy(dst, p + 2 * row, 2);
+      deinterleave4(p + 16, row, type == GgmlType::kQ4_0 ? 4 : 8, dst + 2);
+    }
   }
 }
 

@@ -1,9 +1,10 @@
-// Weight panels: the CPU backend's repacked layout for the types whose row-by-row dot is bound by
-// unpacking rather than by memory (Q4_0, Q8_0). kPanelRows consecutive weight rows are interleaved
-// block by block so that one 32-byte load holds 4 consecutive codes of each of the 8 rows (one
-// 32-bit lane per row): a single vpdpbusd against 4 broadcast activation bytes then advances 8 rows
-// at once, and the 8 row scales convert with one vcvtph2ps. Same idea as llama.cpp's CPU "repack"
-// buffers (block_q4_0x8); our byte order is our own. Scalar code, ISA-independent.
+// Weight panels: the CPU backend's repacked layout, for the types whose row-by-row dot is bound by
+// unpacking rather than by memory. kPanelRows consecutive weight rows are interleaved block by
+// block so that one 32-byte load holds 4 consecutive codes of each of the 8 rows (one 32-bit lane
+// per row): one vpdpbusd against 4 broadcast activation bytes then advances 8 rows at once, and
+// the rows' scales sit side by side (8 fp16 scales convert with one vcvtph2ps). The same idea as
+// llama.cpp's CPU "repack" buffers (block_q4_0x8); the byte orders here are our own. Scalar code,
+// ISA-independent; the kernels are in panel_kernels_impl.h.
 #pragma once
 
 #include <cstddef>
@@ -15,18 +16,27 @@ namespace onebit::cpu {
 
 inline constexpr int kPanelRows = 8;
 
-// True when `type` has a panel layout and panel kernels.
+// True when `type` has a panel layout: Q4_0, Q8_0, Q4_K, Q6_K.
 bool has_panels(GgmlType type);
 
-// Packs kPanelRows rows of k elements (row r at src + r * src_stride, the GGUF block layout) into
-// one panel at dst, of kPanelRows * row bytes. Per 32-element block b the panel holds:
-//   d[8]   the rows' fp16 scales (16 bytes), then
-//   Q4_0:  for c in 0..3, row in 0..7: bytes qs[4c .. 4c+3] of that row's block (128 bytes): the
-//          low nibbles are elements 4c..4c+3, the high nibbles elements 16+4c .. 16+4c+3;
-//   Q8_0:  for c in 0..7, row in 0..7: qs[4c .. 4c+3] (256 bytes).
+// Bytes of one panel of kPanelRows rows of k elements (k a multiple of the type's block).
+size_t panel_bytes(GgmlType type, int64_t k);
+
+// Packs kPanelRows rows of k elements (row r at src + r * src_stride, GGUF block layout) into one
+// panel at dst (panel_bytes(type, k)). Per block of the type, the panel holds (row = 0..7 inner):
+//   Q4_0 (32 elements, 144 bytes): d[row] (fp16, 16 bytes), then for c in 0..3: the 4 bytes
+//        qs[4c .. 4c+3] of each row: low nibbles elements 4c .. 4c+3, high 16+4c .. 16+4c+3.
+//   Q8_0 (32 elements, 272 bytes): d[row], then for c in 0..7: qs[4c .. 4c+3] of each row.
+//   Q4_K (256 elements, 1184 bytes): d[row], dmin[row] (fp16), scale[j][row] and min[j][row] for
+//        sub-blocks j = 0..7 (6-bit values unpacked to bytes, 64 + 64), then for chunk c in 0..3,
+//        g in 0..7: qs[32c + 4g .. +3] of each row (low nibbles: sub-block 2c, high: 2c + 1).
+//   Q6_K (256 elements, 1680 bytes): d[row] (fp16), scales[j][row] (int8, j = 0..15), then ql: for
+//        half h, part p (0, 1), g in 0..7: ql[64h + 32p + 4g .. +3] of each row; then qh: for h,
+//        g in 0..7: qh[32h + 4g .. +3] of each row.
 void pack_panel(GgmlType type, const uint8_t* src, size_t src_stride, int64_t k, uint8_t* dst);
 
-// The inverse for one row (tests): writes row `row` of the panel back in GGUF block layout.
+// The inverse for one row (tests): row `row` of the panel back in GGUF block layout. Q4_0, Q8_0
+// and Q6_K only (Q4_K's 6-bit scales are stored unpacked).
 void unpack_panel_row(GgmlType type, const uint8_t* panel, int64_t k, int row, uint8_t* dst);
 
 }  // namespace onebit::cpu
