@@ -8,11 +8,12 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <numbers>
+#include <unordered_map>
 #include <vector>
 
 #include "backend/cpu/cpu_kernels.h"
 #include "backend/cpu/panels.h"
+#include "backend/host_backend.h"
 #include "base/check.h"
 #include "base/thread_pool.h"
 #include "gguf/quants.h"
@@ -24,48 +25,7 @@ using cpu::ActFormat;
 using cpu::ActQ8;
 using cpu::DotKernel;
 
-// Host bytes: owned (64-byte aligned, zeroed) or an alias of caller memory (mapped weights). A
-// weight may also carry its rows repacked into panels (panels.h) for matmul; get_rows and read
-// use the rows as given.
-class HostBuffer : public BackendBuffer {
- public:
-  explicit HostBuffer(uint8_t* owned) : data_(owned), owned_(true) {}
-  explicit HostBuffer(std::span<const uint8_t> alias) : data_(const_cast<uint8_t*>(alias.data())) {}
-  ~HostBuffer() override {
-    if (owned_) std::free(data_);
-    std::free(panels_);
-  }
-  uint8_t* data() { return data_; }
-  // The panels of all n_rows rows (owned), or null.
-  const uint8_t* panels() const { return panels_; }
-  int64_t panel_rows() const { return panel_rows_; }
-  void set_panels(uint8_t* owned, int64_t n_rows) { panels_ = owned, panel_rows_ = n_rows; }
-
- private:
-  uint8_t* data_;
-  bool owned_ = false;
-  uint8_t* panels_ = nullptr;
-  int64_t panel_rows_ = 0;
-};
-
-uint8_t* row_ptr(const Tensor& t, int64_t row) {
-  auto* b = static_cast<HostBuffer*>(t.buffer);
-  return b->data() + t.offset_bytes + static_cast<size_t>(row) * t.row_stride_bytes;
-}
-float* f32_row(const Tensor& t, int64_t row) {
-  ONEBIT_DCHECK(t.type == GgmlType::kF32);
-  return reinterpret_cast<float*>(row_ptr(t, row));
-}
 void check_f32(const Tensor& t) { ONEBIT_CHECK(t.type == GgmlType::kF32); }
-void check_same_shape(const Tensor& a, const Tensor& b) {
-  ONEBIT_CHECK(a.n_rows == b.n_rows && a.n_cols == b.n_cols);
-}
-
-// llama.cpp's rope_yarn_corr_dim (as the reference backend computes it).
-double yarn_corr_dim(int n_rot, int original_context, double n_turns, double base) {
-  return n_rot * std::log(original_context / (n_turns * 2.0 * std::numbers::pi)) /
-         (2.0 * std::log(base));
-}
 
 // Rows per task of matrix-vector, and the matrix-matrix tile: kTileRows weight rows times
 // kTileCols activation rows, swept kMaxDotRows activation rows at a time so that each unpacked
@@ -74,74 +34,32 @@ constexpr int64_t kMatvecRows = 16;
 constexpr int64_t kTileRows = 16;
 constexpr int64_t kTileCols = 64;
 
-class CpuBackend final : public Backend {
+class CpuBackend final : public HostBackend {
  public:
   CpuBackend(int n_threads, CpuIsa isa, bool panels)
-      : pool_(n_threads), table_(&cpu::dot_table(isa)),
+      : HostBackend("cpu backend"), pool_(n_threads), table_(&cpu::dot_table(isa)),
         name_("cpu-" + std::string(cpu_isa_name(isa))), panels_(panels), scratch_(pool_.n_threads()) {}
 
   std::string_view name() const override { return name_; }
 
+  // Aliases the bytes; Q4_0 / Q8_0 / Q4_K / Q6_K weights of whole panels also get a repacked copy.
   Result<Tensor> weight_from_host(GgmlType type, int64_t n_rows, int64_t n_cols,
                                   std::span<const uint8_t> bytes) override {
-    Tensor t{nullptr, 0, type, n_rows, n_cols, 0};
-    if (!ggml_type_traits(static_cast<uint32_t>(type)) || !can_dequantize(type)) {
-      return make_error("cpu backend: weight type " + ggml_type_name(static_cast<uint32_t>(type)) +
-                        " is not supported; use f32, f16, bf16, q4_0..q8_0 or q4_K..q6_K");
-    }
-    t.row_stride_bytes = t.row_bytes();
-    if (bytes.size() != t.row_stride_bytes * static_cast<size_t>(n_rows)) {
-      return make_error("cpu backend: weight of " + std::to_string(n_rows) + " x " +
-                        std::to_string(n_cols) + " needs " +
-                        std::to_string(t.row_stride_bytes * n_rows) + " bytes, got " +
-                        std::to_string(bytes.size()));
-    }
-    buffers_.push_back(std::make_unique<HostBuffer>(bytes));
-    t.buffer = buffers_.back().get();
-    if (panels_ && table_->panel_by_type[static_cast<uint32_t>(type) & 31] != nullptr &&
+    Result<Tensor> t = HostBackend::weight_from_host(type, n_rows, n_cols, bytes);
+    if (t.ok() && panels_ && table_->panel_by_type[static_cast<uint32_t>(type) & 31] != nullptr &&
         cpu::has_panels(type) && n_rows > 0 && n_rows % cpu::kPanelRows == 0) {
-      if (Status s = pack_panels(t, bytes); !s.ok()) return make_error(s.message());
+      if (Status s = pack_panels(*t, bytes); !s.ok()) {
+        HostBackend::free(*t);
+        return make_error(s.message());
+      }
     }
     return t;
   }
 
-  Result<Tensor> alloc(GgmlType type, int64_t n_rows, int64_t n_cols) override {
-    ONEBIT_CHECK(type == GgmlType::kF32 || type == GgmlType::kI32);
-    ONEBIT_CHECK(n_rows >= 0 && n_cols >= 0);
-    const size_t n_bytes = static_cast<size_t>(n_rows) * static_cast<size_t>(n_cols) * 4;
-    void* p = std::aligned_alloc(64, (std::max<size_t>(n_bytes, 1) + 63) / 64 * 64);
-    if (p == nullptr) {
-      return make_error("cpu backend: out of memory allocating " + std::to_string(n_bytes) +
-                        " bytes; use a smaller context (--ctx) or model");
-    }
-    std::memset(p, 0, n_bytes);
-    buffers_.push_back(std::make_unique<HostBuffer>(static_cast<uint8_t*>(p)));
-    return Tensor{buffers_.back().get(), 0, type, n_rows, n_cols, static_cast<size_t>(n_cols) * 4};
-  }
-
   void free(const Tensor& t) override {
-    for (auto it = buffers_.begin(); it != buffers_.end(); ++it) {
-      if (it->get() == t.buffer) {
-        buffers_.erase(it);
-        return;
-      }
-    }
-    ONEBIT_CHECK_MSG(false, "free of a tensor this backend does not own");
+    panels_of_.erase(t.buffer);
+    HostBackend::free(t);
   }
-
-  void write(const Tensor& dst, const void* src) override {
-    const size_t rb = dst.row_bytes();
-    for (int64_t r = 0; r < dst.n_rows; ++r) {
-      std::memcpy(row_ptr(dst, r), static_cast<const uint8_t*>(src) + r * rb, rb);
-    }
-  }
-  void read(const Tensor& src, void* dst) override {
-    const size_t rb = src.row_bytes();
-    for (int64_t r = 0; r < src.n_rows; ++r) {
-      std::memcpy(static_cast<uint8_t*>(dst) + r * rb, row_ptr(src, r), rb);
-    }
-  }
-  void synchronize() override {}  // ops run to completion when enqueued
 
   void get_rows(const Tensor& table, const Tensor& ids, const Tensor& out) override {
     ONEBIT_CHECK(ids.type == GgmlType::kI32 && ids.n_rows == 1);
@@ -233,7 +151,15 @@ class CpuBackend final : public Backend {
   bool panels_;                       // repack Q4_0 / Q8_0 / Q4_K / Q6_K weights into panels
   std::vector<Scratch> scratch_;      // [n_threads]
   std::vector<uint8_t> act_;          // [n, row bytes of the activation format]
-  std::vector<std::unique_ptr<HostBuffer>> buffers_;
+  // Repacked weights (panels.h) by the buffer of the weight they were made from.
+  struct FreeDeleter {
+    void operator()(uint8_t* p) const { std::free(p); }
+  };
+  struct Panels {
+    std::unique_ptr<uint8_t, FreeDeleter> bytes;
+    int64_t n_rows = 0;
+  };
+  std::unordered_map<const BackendBuffer*, Panels> panels_of_;
 };
 
 void CpuBackend::matmul(const Tensor& w, const Tensor& x, const Tensor& out) {
@@ -268,11 +194,11 @@ void CpuBackend::matmul(const Tensor& w, const Tensor& x, const Tensor& out) {
 
   // Weight rows go to the kernel in groups: one row, or one panel of kPanelRows rows when the
   // weight was repacked (whole tensors only, not row views). Every tile edge is a group edge.
-  const auto* buf = static_cast<const HostBuffer*>(w.buffer);
-  const bool panel = buf->panels() != nullptr && w.offset_bytes == 0 && w.n_rows == buf->panel_rows();
+  const auto panels = panels_of_.find(w.buffer);
+  const bool panel = panels != panels_of_.end() && w.offset_bytes == 0 && w.n_rows == panels->second.n_rows;
   const cpu::DotFn fn = panel ? table_->panel_by_type[static_cast<uint32_t>(w.type)] : kern.fn;
   const int64_t g = panel ? cpu::kPanelRows : 1;
-  const uint8_t* w0 = panel ? buf->panels() : row_ptr(w, 0);
+  const uint8_t* w0 = panel ? panels->second.bytes.get() : row_ptr(w, 0);
   const size_t ws = panel ? cpu::panel_bytes(w.type, k) : w.row_stride_bytes;  // bytes per group
   float* out0 = f32_row(out, 0);
   const size_t os = out.row_stride_bytes / sizeof(float);
@@ -318,7 +244,7 @@ Status CpuBackend::pack_panels(const Tensor& t, std::span<const uint8_t> bytes) 
       cpu::pack_panel(t.type, bytes.data() + p * rows_bytes, t.row_bytes(), t.n_cols, dst + p * panel_bytes);
     }
   });
-  static_cast<HostBuffer*>(t.buffer)->set_panels(dst, t.n_rows);
+  panels_of_[t.buffer] = Panels{std::unique_ptr<uint8_t, FreeDeleter>(dst), t.n_rows};
   return ok_status();
 }
 

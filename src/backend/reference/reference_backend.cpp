@@ -2,112 +2,19 @@
 // the optimized CPU and CUDA backends are tested against, so it is written for clarity, not speed.
 #include <cmath>
 #include <cstring>
-#include <new>
-#include <numbers>
 #include <vector>
 
-#include "backend/backend.h"
+#include "backend/host_backend.h"
 #include "base/check.h"
 #include "gguf/quants.h"
 
 namespace onebit {
 namespace {
 
-// Host bytes: either owned (activations, caches) or an alias of caller memory (mapped weights).
-class HostBuffer : public BackendBuffer {
+class ReferenceBackend final : public HostBackend {
  public:
-  explicit HostBuffer(size_t n_bytes) : owned_(n_bytes, 0), data_(owned_.data()) {}
-  explicit HostBuffer(std::span<const uint8_t> alias)
-      : data_(const_cast<uint8_t*>(alias.data())) {}  // weights are never written
-  uint8_t* data() { return data_; }
-
- private:
-  std::vector<uint8_t> owned_;
-  uint8_t* data_;
-};
-
-uint8_t* row_ptr(const Tensor& t, int64_t row) {
-  auto* b = static_cast<HostBuffer*>(t.buffer);
-  return b->data() + t.offset_bytes + static_cast<size_t>(row) * t.row_stride_bytes;
-}
-float* f32_row(const Tensor& t, int64_t row) {
-  ONEBIT_CHECK(t.type == GgmlType::kF32);
-  return reinterpret_cast<float*>(row_ptr(t, row));
-}
-const int32_t* i32_row(const Tensor& t, int64_t row) {
-  ONEBIT_CHECK(t.type == GgmlType::kI32);
-  return reinterpret_cast<const int32_t*>(row_ptr(t, row));
-}
-void check_same_shape(const Tensor& a, const Tensor& b) {
-  ONEBIT_CHECK(a.n_rows == b.n_rows && a.n_cols == b.n_cols);
-}
-
-// llama.cpp's rope_yarn_corr_dim: the dimension whose wavelength fits n_rot turns in the
-// original context.
-double yarn_corr_dim(int n_rot, int original_context, double n_turns, double base) {
-  return n_rot * std::log(original_context / (n_turns * 2.0 * std::numbers::pi)) /
-         (2.0 * std::log(base));
-}
-
-class ReferenceBackend final : public Backend {
- public:
+  ReferenceBackend() : HostBackend("reference backend") {}
   std::string_view name() const override { return "reference"; }
-
-  Result<Tensor> weight_from_host(GgmlType type, int64_t n_rows, int64_t n_cols,
-                                  std::span<const uint8_t> bytes) override {
-    Tensor t{nullptr, 0, type, n_rows, n_cols, 0};
-    if (!ggml_type_traits(static_cast<uint32_t>(type)) || !can_dequantize(type)) {
-      return make_error("reference backend: weight type " + ggml_type_name(static_cast<uint32_t>(type)) +
-                        " cannot be dequantized; use a supported type (f32, f16, bf16, q4_0..q8_0, q4_K..q6_K)");
-    }
-    t.row_stride_bytes = t.row_bytes();
-    if (bytes.size() != t.row_stride_bytes * static_cast<size_t>(n_rows)) {
-      return make_error("reference backend: weight of " + std::to_string(n_rows) + " x " +
-                        std::to_string(n_cols) + " needs " +
-                        std::to_string(t.row_stride_bytes * n_rows) + " bytes, got " +
-                        std::to_string(bytes.size()));
-    }
-    buffers_.push_back(std::make_unique<HostBuffer>(bytes));
-    t.buffer = buffers_.back().get();
-    return t;
-  }
-
-  Result<Tensor> alloc(GgmlType type, int64_t n_rows, int64_t n_cols) override {
-    ONEBIT_CHECK(type == GgmlType::kF32 || type == GgmlType::kI32);
-    ONEBIT_CHECK(n_rows >= 0 && n_cols >= 0);
-    const size_t n_bytes = static_cast<size_t>(n_rows) * static_cast<size_t>(n_cols) * 4;
-    try {
-      buffers_.push_back(std::make_unique<HostBuffer>(n_bytes));
-    } catch (const std::bad_alloc&) {
-      return make_error("reference backend: out of memory allocating " + std::to_string(n_bytes) +
-                        " bytes; use a smaller context (--ctx) or model");
-    }
-    return Tensor{buffers_.back().get(), 0, type, n_rows, n_cols, static_cast<size_t>(n_cols) * 4};
-  }
-
-  void free(const Tensor& t) override {
-    for (auto it = buffers_.begin(); it != buffers_.end(); ++it) {
-      if (it->get() == t.buffer) {
-        buffers_.erase(it);
-        return;
-      }
-    }
-    ONEBIT_CHECK_MSG(false, "free of a tensor this backend does not own");
-  }
-
-  void write(const Tensor& dst, const void* src) override {
-    const size_t rb = dst.row_bytes();
-    for (int64_t r = 0; r < dst.n_rows; ++r) {
-      std::memcpy(row_ptr(dst, r), static_cast<const uint8_t*>(src) + r * rb, rb);
-    }
-  }
-  void read(const Tensor& src, void* dst) override {
-    const size_t rb = src.row_bytes();
-    for (int64_t r = 0; r < src.n_rows; ++r) {
-      std::memcpy(static_cast<uint8_t*>(dst) + r * rb, row_ptr(src, r), rb);
-    }
-  }
-  void synchronize() override {}  // every op ran when it was enqueued
 
   void get_rows(const Tensor& table, const Tensor& ids, const Tensor& out) override {
     ONEBIT_CHECK(ids.n_rows == 1 && ids.n_cols == out.n_rows && table.n_cols == out.n_cols);
@@ -201,7 +108,6 @@ class ReferenceBackend final : public Backend {
     for (int64_t c = 0; c < n; ++c) out[c] = static_cast<float>(e[c] / sum);
   }
 
-  std::vector<std::unique_ptr<HostBuffer>> buffers_;
 };
 
 // RoPE as llama.cpp's ggml_rope_ext computes it (rope_yarn): theta = pos * base^(-2i/n_rot),

@@ -1,0 +1,70 @@
+// The shared memory half of the host backends (host_backend.h).
+#include "backend/host_backend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <numbers>
+
+#include "gguf/quants.h"
+
+namespace onebit {
+
+HostBuffer::~HostBuffer() {
+  if (owned_) std::free(data_);
+}
+
+double yarn_corr_dim(int n_rot, int original_context, double n_turns, double base) {
+  return n_rot * std::log(original_context / (n_turns * 2.0 * std::numbers::pi)) / (2.0 * std::log(base));
+}
+
+Result<Tensor> HostBackend::weight_from_host(GgmlType type, int64_t n_rows, int64_t n_cols,
+                                             std::span<const uint8_t> bytes) {
+  Tensor t{nullptr, 0, type, n_rows, n_cols, 0};
+  if (!ggml_type_traits(static_cast<uint32_t>(type)) || !can_dequantize(type)) {
+    return make_error(label_ + ": weight type " + ggml_type_name(static_cast<uint32_t>(type)) +
+                      " is not supported; use f32, f16, bf16, q4_0..q8_0 or q4_K..q6_K");
+  }
+  t.row_stride_bytes = t.row_bytes();
+  if (bytes.size() != t.row_stride_bytes * static_cast<size_t>(n_rows)) {
+    return make_error(label_ + ": weight of " + std::to_string(n_rows) + " x " + std::to_string(n_cols) +
+                      " needs " + std::to_string(t.row_stride_bytes * n_rows) + " bytes, got " +
+                      std::to_string(bytes.size()));
+  }
+  buffers_.push_back(std::make_unique<HostBuffer>(bytes));
+  t.buffer = buffers_.back().get();
+  return t;
+}
+
+Result<Tensor> HostBackend::alloc(GgmlType type, int64_t n_rows, int64_t n_cols) {
+  ONEBIT_CHECK(type == GgmlType::kF32 || type == GgmlType::kI32);
+  ONEBIT_CHECK(n_rows >= 0 && n_cols >= 0);
+  const size_t n_bytes = static_cast<size_t>(n_rows) * static_cast<size_t>(n_cols) * 4;
+  void* p = std::aligned_alloc(64, (std::max<size_t>(n_bytes, 1) + 63) / 64 * 64);
+  if (p == nullptr) {
+    return make_error(label_ + ": out of memory allocating " + std::to_string(n_bytes) +
+                      " bytes; use a smaller context (--ctx-size) or model");
+  }
+  std::memset(p, 0, n_bytes);
+  buffers_.push_back(std::make_unique<HostBuffer>(static_cast<uint8_t*>(p)));
+  return Tensor{buffers_.back().get(), 0, type, n_rows, n_cols, static_cast<size_t>(n_cols) * 4};
+}
+
+void HostBackend::free(const Tensor& t) {
+  const auto it = std::find_if(buffers_.begin(), buffers_.end(), [&](const auto& b) { return b.get() == t.buffer; });
+  ONEBIT_CHECK_MSG(it != buffers_.end(), "free of a tensor this backend does not own");
+  buffers_.erase(it);
+}
+
+void HostBackend::write(const Tensor& dst, const void* src) {
+  const size_t rb = dst.row_bytes();
+  for (int64_t r = 0; r < dst.n_rows; ++r) std::memcpy(row_ptr(dst, r), static_cast<const uint8_t*>(src) + r * rb, rb);
+}
+
+void HostBackend::read(const Tensor& src, void* dst) {
+  const size_t rb = src.row_bytes();
+  for (int64_t r = 0; r < src.n_rows; ++r) std::memcpy(static_cast<uint8_t*>(dst) + r * rb, row_ptr(src, r), rb);
+}
+
+}  // namespace onebit

@@ -1,0 +1,67 @@
+// What every backend over host memory shares (the scalar reference and the CPU backend): buffers
+// that own 64-byte-aligned zeroed bytes or alias caller memory (mapped weights), the memory half
+// of the Backend interface over them, row addressing, and shape checks. Knows nothing of models.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "base/check.h"
+
+namespace onebit {
+
+// Host bytes: owned (64-byte aligned, zeroed) or an alias of caller memory (never written).
+class HostBuffer : public BackendBuffer {
+ public:
+  explicit HostBuffer(uint8_t* owned) : data_(owned), owned_(true) {}
+  explicit HostBuffer(std::span<const uint8_t> alias) : data_(const_cast<uint8_t*>(alias.data())) {}
+  ~HostBuffer() override;
+  uint8_t* data() const { return data_; }
+
+ private:
+  uint8_t* data_;
+  bool owned_ = false;
+};
+
+// Row `row` of t: its first byte, as F32 (CHECKs the type), as I32.
+inline uint8_t* row_ptr(const Tensor& t, int64_t row) {
+  return static_cast<HostBuffer*>(t.buffer)->data() + t.offset_bytes + static_cast<size_t>(row) * t.row_stride_bytes;
+}
+inline float* f32_row(const Tensor& t, int64_t row) {
+  ONEBIT_CHECK(t.type == GgmlType::kF32);
+  return reinterpret_cast<float*>(row_ptr(t, row));
+}
+inline const int32_t* i32_row(const Tensor& t, int64_t row) {
+  ONEBIT_CHECK(t.type == GgmlType::kI32);
+  return reinterpret_cast<const int32_t*>(row_ptr(t, row));
+}
+inline void check_same_shape(const Tensor& a, const Tensor& b) { ONEBIT_CHECK(a.n_rows == b.n_rows && a.n_cols == b.n_cols); }
+
+// llama.cpp's rope_yarn_corr_dim: the dimension whose wavelength fits n_turns turns in the
+// original context.
+double yarn_corr_dim(int n_rot, int original_context, double n_turns, double base);
+
+// The memory half of Backend over HostBuffers; ops run when enqueued. `label` names the backend
+// in errors ("cpu backend").
+class HostBackend : public Backend {
+ public:
+  explicit HostBackend(std::string label) : label_(std::move(label)) {}
+
+  // Checks type and byte count, then aliases the bytes (no copy).
+  Result<Tensor> weight_from_host(GgmlType type, int64_t n_rows, int64_t n_cols,
+                                  std::span<const uint8_t> bytes) override;
+  Result<Tensor> alloc(GgmlType type, int64_t n_rows, int64_t n_cols) override;
+  void free(const Tensor& t) override;
+  void write(const Tensor& dst, const void* src) override;
+  void read(const Tensor& src, void* dst) override;
+  void synchronize() override {}
+
+ private:
+  std::string label_;
+  std::vector<std::unique_ptr<HostBuffer>> buffers_;
+};
+
+}  // namespace onebit
