@@ -15,8 +15,40 @@ HostBuffer::~HostBuffer() {
   if (owned_) std::free(data_);
 }
 
+namespace {
+
+// llama.cpp's rope_yarn_corr_dim: the dimension whose wavelength fits n_turns turns in the
+// original context.
 double yarn_corr_dim(int n_rot, int original_context, double n_turns, double base) {
   return n_rot * std::log(original_context / (n_turns * 2.0 * std::numbers::pi)) / (2.0 * std::log(base));
+}
+
+}  // namespace
+
+RopeAngles::RopeAngles(const RopeParams& p)
+    : freq_base_(p.freq_base), freq_scale_(p.scaling == RopeScaling::kNone ? 1.0 : 1.0 / p.scaling_factor),
+      mscale_(p.yarn_attn_factor), n_rot_(p.n_rot) {
+  ONEBIT_CHECK(p.n_rot > 0 && p.n_rot <= p.head_dim && p.n_rot % 2 == 0);
+  if (p.freq_factors.valid()) ONEBIT_CHECK(p.freq_factors.n_cols == p.n_rot / 2);
+  if (p.scaling == RopeScaling::kYarn && p.yarn_ext_factor != 0.0) {
+    ext_factor_ = p.yarn_ext_factor;
+    corr_low_ = std::max(0.0, std::floor(yarn_corr_dim(p.n_rot, p.original_context, p.yarn_beta_fast, p.freq_base)));
+    corr_high_ = std::min(double(p.n_rot - 1),
+                          std::ceil(yarn_corr_dim(p.n_rot, p.original_context, p.yarn_beta_slow, p.freq_base)));
+    mscale_ *= 1.0 + 0.1 * std::log(1.0 / freq_scale_);
+  }
+}
+
+double RopeAngles::theta(int32_t pos, int i, const float* freq_factors) const {
+  double theta_extrap = pos * std::pow(freq_base_, -2.0 * i / n_rot_);
+  if (freq_factors != nullptr) theta_extrap /= freq_factors[i];
+  double theta = freq_scale_ * theta_extrap;
+  if (ext_factor_ != 0.0) {
+    const double y = (i - corr_low_) / std::max(0.001, corr_high_ - corr_low_);
+    const double ramp = (1.0 - std::min(1.0, std::max(0.0, y))) * ext_factor_;
+    theta = theta * (1.0 - ramp) + theta_extrap * ramp;
+  }
+  return theta;
 }
 
 Result<Tensor> HostBackend::weight_from_host(GgmlType type, int64_t n_rows, int64_t n_cols,
@@ -60,6 +92,11 @@ void HostBackend::free(const Tensor& t) {
 void HostBackend::write(const Tensor& dst, const void* src) {
   const size_t rb = dst.row_bytes();
   for (int64_t r = 0; r < dst.n_rows; ++r) std::memcpy(row_ptr(dst, r), static_cast<const uint8_t*>(src) + r * rb, rb);
+}
+
+void HostBackend::copy(const Tensor& src, const Tensor& dst) {
+  check_same_shape(src, dst);
+  for (int64_t r = 0; r < src.n_rows; ++r) std::memmove(f32_row(dst, r), f32_row(src, r), size_t(src.n_cols) * sizeof(float));
 }
 
 void HostBackend::read(const Tensor& src, void* dst) {

@@ -40,9 +40,19 @@ inline const int32_t* i32_row(const Tensor& t, int64_t row) {
 }
 inline void check_same_shape(const Tensor& a, const Tensor& b) { ONEBIT_CHECK(a.n_rows == b.n_rows && a.n_cols == b.n_cols); }
 
-// llama.cpp's rope_yarn_corr_dim: the dimension whose wavelength fits n_turns turns in the
-// original context.
-double yarn_corr_dim(int n_rot, int original_context, double n_turns, double base);
+// RoPE angles as llama.cpp's ggml_rope_ext computes them (rope_yarn), in double: theta = pos *
+// base^(-2i/n_rot) (divided by freq_factors[i] when given), scaled by 1/factor and blended with
+// the unscaled angle by YaRN's ramp; cos and sin are multiplied by mscale().
+class RopeAngles {
+ public:
+  explicit RopeAngles(const RopeParams& p);
+  double theta(int32_t pos, int i, const float* freq_factors) const;
+  double mscale() const { return mscale_; }
+
+ private:
+  double freq_base_, freq_scale_, ext_factor_ = 0.0, corr_low_ = 0.0, corr_high_ = 0.0, mscale_;
+  int n_rot_;
+};
 
 // The memory half of Backend over HostBuffers; ops run when enqueued. `label` names the backend
 // in errors ("cpu backend").
@@ -58,6 +68,8 @@ class HostBackend : public Backend {
   void write(const Tensor& dst, const void* src) override;
   void read(const Tensor& src, void* dst) override;
   void synchronize() override {}
+  // dst = src, F32 rows (may overlap).
+  void copy(const Tensor& src, const Tensor& dst) override;
 
  private:
   std::string label_;

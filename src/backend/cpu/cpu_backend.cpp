@@ -124,14 +124,6 @@ class CpuBackend final : public HostBackend {
     });
   }
 
-  void copy(const Tensor& src, const Tensor& dst) override {
-    check_same_shape(src, dst);
-    check_f32(src), check_f32(dst);
-    for (int64_t r = 0; r < src.n_rows; ++r) {
-      std::memmove(f32_row(dst, r), f32_row(src, r), src.n_cols * sizeof(float));
-    }
-  }
-
   void rope(const Tensor& x, const Tensor& positions, const RopeParams& p) override;
   void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                  const AttentionParams& p) override;
@@ -265,22 +257,9 @@ void CpuBackend::matmul_dequantized(const Tensor& w, const Tensor& x, const Tens
 void CpuBackend::rope(const Tensor& x, const Tensor& positions, const RopeParams& p) {
   check_f32(x);
   ONEBIT_CHECK(x.n_cols == int64_t(p.n_heads) * p.head_dim);
-  ONEBIT_CHECK(p.n_rot > 0 && p.n_rot <= p.head_dim && p.n_rot % 2 == 0);
   ONEBIT_CHECK(positions.type == GgmlType::kI32 && positions.n_rows == 1 && positions.n_cols == x.n_rows);
-  const double freq_scale = p.scaling == RopeScaling::kNone ? 1.0 : 1.0 / p.scaling_factor;
-  const double ext_factor = p.scaling == RopeScaling::kYarn ? p.yarn_ext_factor : 0.0;
-  double corr_low = 0, corr_high = 0, mscale = p.yarn_attn_factor;
-  if (ext_factor != 0.0) {
-    corr_low = std::max(0.0, std::floor(yarn_corr_dim(p.n_rot, p.original_context, p.yarn_beta_fast, p.freq_base)));
-    corr_high = std::min(double(p.n_rot - 1),
-                         std::ceil(yarn_corr_dim(p.n_rot, p.original_context, p.yarn_beta_slow, p.freq_base)));
-    mscale *= 1.0 + 0.1 * std::log(1.0 / freq_scale);
-  }
-  const float* freq_factors = nullptr;
-  if (p.freq_factors.valid()) {
-    ONEBIT_CHECK(p.freq_factors.n_cols == p.n_rot / 2);
-    freq_factors = f32_row(p.freq_factors, 0);
-  }
+  const RopeAngles angles(p);
+  const float* freq_factors = p.freq_factors.valid() ? f32_row(p.freq_factors, 0) : nullptr;
   const int32_t* pos = reinterpret_cast<const int32_t*>(row_ptr(positions, 0));
   const int half = p.n_rot / 2;
   pool_.parallel_for(Parallel::kStatic, x.n_rows, [&](int64_t r0, int64_t r1, int t) {
@@ -288,16 +267,9 @@ void CpuBackend::rope(const Tensor& x, const Tensor& positions, const RopeParams
     cs.resize(size_t(2 * half));
     for (int64_t r = r0; r < r1; ++r) {
       for (int i = 0; i < half; ++i) {
-        double theta_extrap = pos[r] * std::pow(double(p.freq_base), -2.0 * i / p.n_rot);
-        if (freq_factors) theta_extrap /= freq_factors[i];
-        double theta = freq_scale * theta_extrap;
-        if (ext_factor != 0.0) {
-          const double y = (i - corr_low) / std::max(0.001, corr_high - corr_low);
-          const double ramp = (1.0 - std::min(1.0, std::max(0.0, y))) * ext_factor;
-          theta = theta * (1.0 - ramp) + theta_extrap * ramp;
-        }
-        cs[2 * i] = float(std::cos(theta) * mscale);
-        cs[2 * i + 1] = float(std::sin(theta) * mscale);
+        const double theta = angles.theta(pos[r], i, freq_factors);
+        cs[2 * i] = float(std::cos(theta) * angles.mscale());
+        cs[2 * i + 1] = float(std::sin(theta) * angles.mscale());
       }
       float* row = f32_row(x, r);
       const bool normal = p.ordering == RopeOrdering::kNormal;

@@ -87,13 +87,6 @@ class ReferenceBackend final : public HostBackend {
     }
   }
 
-  void copy(const Tensor& src, const Tensor& dst) override {
-    check_same_shape(src, dst);
-    for (int64_t r = 0; r < src.n_rows; ++r) {
-      std::memmove(f32_row(dst, r), f32_row(src, r), src.n_cols * sizeof(float));
-    }
-  }
-
   void rope(const Tensor& x, const Tensor& positions, const RopeParams& p) override;
   void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                  const AttentionParams& p) override;
@@ -114,18 +107,9 @@ class ReferenceBackend final : public HostBackend {
 // scaled by 1/factor and blended with the unscaled angle by YaRN's ramp. Angles in double.
 void ReferenceBackend::rope(const Tensor& x, const Tensor& positions, const RopeParams& p) {
   ONEBIT_CHECK(x.n_cols == int64_t(p.n_heads) * p.head_dim);
-  ONEBIT_CHECK(p.n_rot > 0 && p.n_rot <= p.head_dim && p.n_rot % 2 == 0);
   ONEBIT_CHECK(positions.n_rows == 1 && positions.n_cols == x.n_rows);
-  const double freq_scale = p.scaling == RopeScaling::kNone ? 1.0 : 1.0 / p.scaling_factor;
-  double ext_factor = p.scaling == RopeScaling::kYarn ? p.yarn_ext_factor : 0.0;
-  double corr_low = 0, corr_high = 0, mscale = p.yarn_attn_factor;
-  if (ext_factor != 0.0) {
-    corr_low = std::max(0.0, std::floor(yarn_corr_dim(p.n_rot, p.original_context, p.yarn_beta_fast, p.freq_base)));
-    corr_high = std::min(double(p.n_rot - 1),
-                         std::ceil(yarn_corr_dim(p.n_rot, p.original_context, p.yarn_beta_slow, p.freq_base)));
-    mscale *= 1.0 + 0.1 * std::log(1.0 / freq_scale);
-  }
-  if (p.freq_factors.valid()) ONEBIT_CHECK(p.freq_factors.n_cols == p.n_rot / 2);
+  const RopeAngles angles(p);
+  const float* freq_factors = p.freq_factors.valid() ? f32_row(p.freq_factors, 0) : nullptr;
   const int32_t* pos = i32_row(positions, 0);
   const int half = p.n_rot / 2;
   for (int64_t r = 0; r < x.n_rows; ++r) {
@@ -133,15 +117,8 @@ void ReferenceBackend::rope(const Tensor& x, const Tensor& positions, const Rope
     for (int h = 0; h < p.n_heads; ++h) {
       float* head = row + int64_t(h) * p.head_dim;
       for (int i = 0; i < half; ++i) {
-        double theta_extrap = pos[r] * std::pow(double(p.freq_base), -2.0 * i / p.n_rot);
-        if (p.freq_factors.valid()) theta_extrap /= f32_row(p.freq_factors, 0)[i];
-        double theta = freq_scale * theta_extrap;
-        if (ext_factor != 0.0) {
-          const double y = (i - corr_low) / std::max(0.001, corr_high - corr_low);
-          const double ramp = (1.0 - std::min(1.0, std::max(0.0, y))) * ext_factor;
-          theta = theta * (1.0 - ramp) + theta_extrap * ramp;
-        }
-        const double c = std::cos(theta) * mscale, s = std::sin(theta) * mscale;
+        const double theta = angles.theta(pos[r], i, freq_factors);
+        const double c = std::cos(theta) * angles.mscale(), s = std::sin(theta) * angles.mscale();
         const int a = p.ordering == RopeOrdering::kNormal ? 2 * i : i;
         const int b = p.ordering == RopeOrdering::kNormal ? 2 * i + 1 : i + half;
         const double x0 = head[a], x1 = head[b];
