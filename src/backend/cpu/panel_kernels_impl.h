@@ -19,6 +19,13 @@ inline constexpr int kChains = NX == 1 ? 4 : NX == 2 ? 2 : 1;
 // DRAM latency times one core's bandwidth is ~1.5 KiB in flight; 4-8 KiB measured best).
 inline void panel_prefetch(const uint8_t* p) { _mm_prefetch(reinterpret_cast<const char*>(p) + 4096, _MM_HINT_T0); }
 
+// p[0][r] += p[j][r] for every chain j.
+template <int C, int NX>
+inline void fold_chains(__m256i (&p)[C][NX]) {
+  for (int j = 1; j < C; ++j)
+    for (int r = 0; r < NX; ++r) p[0][r] = _mm256_add_epi32(p[0][r], p[j][r]);
+}
+
 // 4 activation bytes y[i .. i+3] broadcast to every 32-bit lane.
 inline __m256i bcast4(const int8_t* y) {
   int32_t v;
@@ -47,9 +54,7 @@ void panel_q4_0(int64_t k, const void* panel, const void* act, size_t stride, fl
   for (int64_t b = 0; b < k / 32; ++b, blk += kBlock) {
     for (int l = 0; l < kBlock; l += 64) panel_prefetch(blk + l);
     constexpr int C = kChains<NX>;
-    __m256i p[C][NX];
-    for (int j = 0; j < C; ++j)
-      for (int r = 0; r < NX; ++r) p[j][r] = _mm256_setzero_si256();
+    __m256i p[C][NX] = {};
     for (int c = 0; c < 4; ++c) {
       const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16 + 32 * c));
       const __m256i lo = _mm256_and_si256(raw, m4);
@@ -62,8 +67,7 @@ void panel_q4_0(int64_t k, const void* panel, const void* act, size_t stride, fl
         p_hi = dot_u8s8(p_hi, hi, bcast4(y + 16 + 4 * c));
       }
     }
-    for (int j = 1; j < C; ++j)
-      for (int r = 0; r < NX; ++r) p[0][r] = _mm256_add_epi32(p[0][r], p[j][r]);
+    fold_chains<C, NX>(p);
     panel_finish_block<NX>(blk, b, act, stride, p[0], 8.0f, acc);
   }
   for (int r = 0; r < NX; ++r) _mm256_storeu_ps(out + r * os, acc[r]);
@@ -78,9 +82,7 @@ void panel_q8_0(int64_t k, const void* panel, const void* act, size_t stride, fl
   for (int64_t b = 0; b < k / 32; ++b, blk += kBlock) {
     for (int l = 0; l < kBlock; l += 64) panel_prefetch(blk + l);
     constexpr int C = kChains<NX>;
-    __m256i p[C][NX];
-    for (int j = 0; j < C; ++j)
-      for (int r = 0; r < NX; ++r) p[j][r] = _mm256_setzero_si256();
+    __m256i p[C][NX] = {};
     for (int c = 0; c < 8; ++c) {
       const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16 + 32 * c));
 #if ONEBIT_DOT_VNNI
@@ -95,8 +97,7 @@ void panel_q8_0(int64_t k, const void* panel, const void* act, size_t stride, fl
       }
 #endif
     }
-    for (int j = 1; j < C; ++j)
-      for (int r = 0; r < NX; ++r) p[0][r] = _mm256_add_epi32(p[0][r], p[j][r]);
+    fold_chains<C, NX>(p);
     panel_finish_block<NX>(blk, b, act, stride, p[0], ONEBIT_DOT_VNNI ? 128.0f : 0.0f, acc);
   }
   for (int r = 0; r < NX; ++r) _mm256_storeu_ps(out + r * os, acc[r]);
