@@ -1,6 +1,7 @@
 // Random weights (normal, std = initializer_range, as HF's _init_weights; norms 1) in llama.cpp's
-// tensor names and metadata keys. Rows are generated from a per-tensor seed, so the bytes do not
-// depend on thread count or order.
+// tensor names and metadata keys; the optional config key output_init_std sets the std of the
+// output matrix alone (real models' logits are far from the near-uniform ones of std 0.02). Rows
+// are generated from a per-tensor seed, so the bytes do not depend on thread count or order.
 #include "model/random_model.h"
 
 #include <cstring>
@@ -27,6 +28,7 @@ struct Shape {
   int64_t hidden = 0, n_layers = 0, n_heads = 0, n_kv_heads = 0, ffn = 0, vocab = 0, head_dim = 0;
   int64_t context = 2048;
   double eps = 1e-6, rope_theta = 10000.0;
+  double output_std = 0;  // output_init_std; 0: the options' init_std
   bool tied = false;
 };
 
@@ -62,6 +64,13 @@ Result<Shape> read_config(const std::string& path) {
   if (j.contains("rms_norm_eps") && j["rms_norm_eps"].is_number()) s.eps = j["rms_norm_eps"].get<double>();
   if (j.contains("rope_theta") && j["rope_theta"].is_number()) s.rope_theta = j["rope_theta"].get<double>();
   s.tied = j.value("tie_word_embeddings", false);
+  if (j.contains("output_init_std")) {
+    const nlohmann::json& v = j["output_init_std"];
+    if (!v.is_number() || !(v.get<double>() > 0) || v.get<double>() > 100) {
+      return make_error("config: output_init_std must be a number in (0, 100] (the std of output.weight)");
+    }
+    s.output_std = v.get<double>();
+  }
   return s;
 }
 
@@ -167,11 +176,12 @@ Status write_random_model(const RandomModelOptions& o) {
   std::vector<OutTensor> ts;
   uint64_t seed = o.seed * 1000003u;
   const float sd = o.init_std;
+  const float out_sd = s.output_std > 0 ? float(s.output_std) : sd;  // tied: the embedding is the output
   const GgmlType mt = o.out_type;
   const int64_t q_dim = s.n_heads * s.head_dim, kv_dim = s.n_kv_heads * s.head_dim;
-  ts.push_back(make_tensor("token_embd.weight", mt, s.vocab, s.hidden, sd, 0, ++seed));
+  ts.push_back(make_tensor("token_embd.weight", mt, s.vocab, s.hidden, s.tied ? out_sd : sd, 0, ++seed));
   ts.push_back(make_tensor("output_norm.weight", GgmlType::kF32, 1, s.hidden, 0, 1, ++seed));
-  if (!s.tied) ts.push_back(make_tensor("output.weight", mt, s.vocab, s.hidden, sd, 0, ++seed));
+  if (!s.tied) ts.push_back(make_tensor("output.weight", mt, s.vocab, s.hidden, out_sd, 0, ++seed));
   for (int64_t l = 0; l < s.n_layers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     ts.push_back(make_tensor(p + "attn_norm.weight", GgmlType::kF32, 1, s.hidden, 0, 1, ++seed));

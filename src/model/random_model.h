@@ -20,8 +20,10 @@ struct RandomModelOptions {
   float init_std = 0.02f;                // HF initializer_range
 };
 
-// Writes the model. Errors name the config key, the tokenizer or the path (and the allowed values);
-// a tokenizer whose size differs from the config's vocab_size is an error.
+// Writes the model. Matrices are N(0, init_std); an optional config key "output_init_std" (a 1bit
+// extension, not an HF key) gives output.weight (token_embd.weight when tied) its own std, for
+// logits as spread as a trained model's. Errors name the config key, the tokenizer or the path (and
+// the allowed values); a tokenizer whose size differs from the config's vocab_size is an error.
 Status write_random_model(const RandomModelOptions& options);
 
 }  // namespace onebit

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# KL divergence of every weight type against F32 logits on a random-init llama of realistic width
+# (bench/quant-kl-1024.config.json; docs/engine.md). Makes the F32 model once (again when the config
+# is newer), quantizes it to each type, then runs quant_kl on the opening of War and Peace tokenized
+# with the model's vocabulary and prints the markdown table.
+# Usage: bench/run_quant_kl.sh BUILD_DIR [WORK_DIR] [TOKENS] [THREADS] [SEED]
+# (models under WORK_DIR/seed-SEED; another seed is another random model of the same shape)
+set -euo pipefail
+build=${1:?usage: bench/run_quant_kl.sh BUILD_DIR [WORK_DIR] [TOKENS] [THREADS] [SEED]}
+tokens=${3:-1024}
+threads=${4:-$(nproc)}
+seed=${5:-1}
+work=${2:-/tmp/onebit-kl}/seed-$seed
+here=$(cd "$(dirname "$0")" && pwd)
+config=$here/quant-kl-1024.config.json
+vocab=$here/../../shared/testdata/vocab/ggml-vocab-llama-spm.gguf
+text=$here/../../shared/testdata/text/war-and-peace.txt
+types="F16 BF16 Q8_0 Q6_K Q5_K_M Q5_K Q5_1 Q5_0 Q4_K_M Q4_K Q4_1 Q4_0"
+mkdir -p "$work"
+if [ ! -f "$work/F32.gguf" ] || [ "$config" -nt "$work/F32.gguf" ]; then
+  rm -f "$work"/*.gguf
+  "$build/bin/1bit" convert --random "$config" --tokenizer "$vocab" --type f32 --seed "$seed" "$work/F32.gguf"
+fi
+quants=()
+for t in $types; do
+  [ -f "$work/$t.gguf" ] || "$build/bin/1bit" quantize "$work/F32.gguf" "$work/$t.gguf" "$t" >/dev/null
+  quants+=("$work/$t.gguf")
+done
+"$build/bin/quant_kl" "$work/F32.gguf" "${quants[@]}" --text "$text" --tokens "$tokens" --threads "$threads"
