@@ -13,6 +13,7 @@
 #include "base/fp16.h"
 #include "gguf/gguf_writer.h"
 #include "gguf/quants.h"
+#include "model/convert_common.h"
 #include "model/safetensors.h"
 
 namespace onebit {
@@ -149,57 +150,11 @@ Result<std::string> gguf_name(const std::string& hf, const DrafterConfig& d) {
   return make_error("convert: tensor " + hf + " is not part of a " + d.arch + " drafter");
 }
 
-struct OutTensor {
-  std::string name;
-  GgmlType type;
-  std::vector<uint64_t> ne;  // ggml order: [cols, rows]
-  std::vector<uint8_t> bytes;
-};
-
-Result<OutTensor> encode(const SafetensorsTensor& t, const std::string& name, GgmlType type) {
-  OutTensor out{name, type, {}, {}};
-  const int64_t cols = t.shape.empty() ? 1 : t.shape.back();
-  const int64_t rows = cols == 0 ? 0 : t.n_elements() / cols;
-  out.ne = t.shape.size() >= 2 ? std::vector<uint64_t>{uint64_t(cols), uint64_t(rows)}
-                               : std::vector<uint64_t>{uint64_t(cols)};
-  ONEBIT_ASSIGN_OR_RETURN(uint64_t row_bytes, row_size(type, cols));
-  out.bytes.resize(row_bytes * rows);
-  std::vector<float> row(cols);  // [cols]
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t c = 0; c < cols; ++c) row[c] = t.at(r * cols + c);
-    uint8_t* dst = out.bytes.data() + r * row_bytes;
-    if (type == GgmlType::kF32) {
-      std::memcpy(dst, row.data(), cols * 4);
-    } else if (type == GgmlType::kF16 || type == GgmlType::kBF16) {
-      for (int64_t c = 0; c < cols; ++c) {
-        const uint16_t b = type == GgmlType::kF16 ? fp32_to_fp16(row[c]) : fp32_to_bf16(row[c]);
-        std::memcpy(dst + 2 * c, &b, 2);
-      }
-    } else {
-      quantize_row_reference(type, row.data(), dst, cols);
-    }
-  }
-  return out;
-}
-
-uint32_t file_type(GgmlType t) {  // llama_ftype: ALL_F32 0, MOSTLY_F16 1, MOSTLY_Q8_0 7, MOSTLY_BF16 32
-  switch (t) {
-    case GgmlType::kF32:
-      return 0;
-    case GgmlType::kF16:
-      return 1;
-    case GgmlType::kQ8_0:
-      return 7;
-    default:
-      return 32;
-  }
-}
-
 void write_hparams(GgufWriter& w, const DrafterConfig& d, const std::string& name, GgmlType out_type) {
   const std::string a = d.arch + ".";
   w.set_string("general.architecture", d.arch);
   w.set_string("general.name", name);
-  w.set_uint32("general.file_type", file_type(out_type));
+  w.set_uint32("general.file_type", llama_file_type(out_type));
   w.set_string(a + "target_architecture", "qwen3");
   w.set_uint32(a + "vocab_size", static_cast<uint32_t>(d.vocab_size));
   w.set_uint32(a + "context_length", static_cast<uint32_t>(d.context_length));
@@ -245,29 +200,13 @@ Result<ConvertReport> convert_drafter(const ConvertOptions& o) {
   std::vector<OutTensor> out;
   for (const auto& [hf_name, t] : ckpt.tensors()) {
     ONEBIT_ASSIGN_OR_RETURN(std::string name, gguf_name(hf_name, d));
-    if (t.shape.empty() || t.shape.size() > 2) {
-      return make_error("convert: tensor " + hf_name + " has " + std::to_string(t.shape.size()) +
-                        " dimensions; expected 1 or 2");
-    }
-    GgmlType type = t.shape.size() == 1 ? GgmlType::kF32 : o.out_type;
-    if (type == GgmlType::kQ8_0 && t.shape.back() % kQK8_0 != 0) {
-      type = GgmlType::kF16;
-      report.warnings.push_back(hf_name + ": " + std::to_string(t.shape.back()) +
-                                " columns do not fill q8_0 blocks; stored as f16");
-    }
-    ONEBIT_ASSIGN_OR_RETURN(OutTensor ot, encode(t, name, type));
+    ONEBIT_ASSIGN_OR_RETURN(GgmlType type, storage_type(hf_name, t, o.out_type, report));
+    ONEBIT_ASSIGN_OR_RETURN(OutTensor ot, encode_tensor(t, name, type));
     out.push_back(std::move(ot));
   }
   GgufWriter w;
-  fs::path dir = fs::path(o.hf_dir).lexically_normal();
-  if (dir.filename().empty()) dir = dir.parent_path();
-  write_hparams(w, d, dir.filename().string(), o.out_type);
-  for (const OutTensor& t : out) {
-    ONEBIT_TRY(w.add_tensor(t.name, static_cast<uint32_t>(t.type), t.ne, t.bytes));
-    report.n_bytes += t.bytes.size();
-  }
-  report.n_tensors = static_cast<int>(out.size());
-  ONEBIT_TRY(w.write_file(o.out_path));
+  write_hparams(w, d, dir_name(o.hf_dir), o.out_type);
+  ONEBIT_TRY(write_tensors(w, out, o.out_path, report));
   return report;
 }
 

@@ -16,6 +16,7 @@
 #include "gguf/gguf_reader.h"
 #include "gguf/gguf_writer.h"
 #include "gguf/quants.h"
+#include "model/convert_common.h"
 #include "model/safetensors.h"
 #include "tokenizer/hf_vocab.h"
 
@@ -167,53 +168,6 @@ Result<std::string> gguf_name(const std::string& hf, const HfConfig& h) {
   return make_error("convert: tensor " + hf + " is not known for " + h.arch + "; the checkpoint has parts 1bit cannot convert");
 }
 
-struct OutTensor {
-  std::string name;
-  GgmlType type;
-  std::vector<uint64_t> ne;    // ggml order
-  std::vector<uint8_t> bytes;
-};
-
-// llama.cpp's LlamaModel.permute: within each head, HF's rotate_half halves become the adjacent
-// pairs of GGUF's "normal" RoPE. Output row h*hd + 2j + t takes input row h*hd + t*hd/2 + j.
-int64_t permuted_source_row(int64_t row, int64_t head_dim) {
-  const int64_t h = row / head_dim, w = row % head_dim;
-  return h * head_dim + (w % 2) * (head_dim / 2) + w / 2;
-}
-
-// Encodes `t` ([rows, cols], row-major) as `type`, rows permuted when permute_head_dim > 0.
-Result<OutTensor> encode(const SafetensorsTensor& t, const std::string& name, GgmlType type, int64_t permute_head_dim) {
-  OutTensor out;
-  out.name = name;
-  out.type = type;
-  const int64_t cols = t.shape.empty() ? 1 : t.shape.back();
-  const int64_t rows = cols == 0 ? 0 : t.n_elements() / cols;
-  out.ne = t.shape.size() >= 2 ? std::vector<uint64_t>{uint64_t(cols), uint64_t(rows)} : std::vector<uint64_t>{uint64_t(cols)};
-  if (permute_head_dim > 0 && rows % permute_head_dim != 0) {
-    return make_error("convert: " + t.name + " has " + std::to_string(rows) + " rows, not a multiple of head_dim " +
-                      std::to_string(permute_head_dim));
-  }
-  ONEBIT_ASSIGN_OR_RETURN(uint64_t row_bytes, row_size(type, cols));
-  out.bytes.resize(row_bytes * rows);
-  std::vector<float> row(cols);  // [cols]
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t src = permute_head_dim > 0 ? permuted_source_row(r, permute_head_dim) : r;
-    for (int64_t c = 0; c < cols; ++c) row[c] = t.at(src * cols + c);
-    uint8_t* dst = out.bytes.data() + r * row_bytes;
-    if (type == GgmlType::kF32) {
-      std::memcpy(dst, row.data(), cols * 4);
-    } else if (type == GgmlType::kF16 || type == GgmlType::kBF16) {
-      for (int64_t c = 0; c < cols; ++c) {
-        const uint16_t b = type == GgmlType::kF16 ? fp32_to_fp16(row[c]) : fp32_to_bf16(row[c]);
-        std::memcpy(dst + 2 * c, &b, 2);
-      }
-    } else {
-      quantize_row_reference(type, row.data(), dst, cols);
-    }
-  }
-  return out;
-}
-
 // Llama 3.1 rope scaling as per-frequency divisors (llama.cpp LlamaModel.generate_extra_tensors,
 // HF _compute_llama3_parameters): long wavelengths slow down by `factor`, short ones stay, the
 // band between is blended. Computed in float as both references do.
@@ -238,20 +192,11 @@ OutTensor llama3_rope_freqs(const HfConfig& h) {
   return t;
 }
 
-uint32_t file_type(GgmlType t) {  // llama_ftype: ALL_F32 0, MOSTLY_F16 1, MOSTLY_Q8_0 7, MOSTLY_BF16 32
-  switch (t) {
-    case GgmlType::kF32: return 0;
-    case GgmlType::kF16: return 1;
-    case GgmlType::kQ8_0: return 7;
-    default: return 32;
-  }
-}
-
 void write_hparams(GgufWriter& w, const HfConfig& h, const std::string& name, GgmlType out_type) {
   const std::string a = h.arch + ".";
   w.set_string("general.architecture", h.arch);
   w.set_string("general.name", name);
-  w.set_uint32("general.file_type", file_type(out_type));
+  w.set_uint32("general.file_type", llama_file_type(out_type));
   w.set_uint32(a + "vocab_size", static_cast<uint32_t>(h.vocab_size));
   w.set_uint32(a + "context_length", static_cast<uint32_t>(h.context_length));
   w.set_uint32(a + "embedding_length", static_cast<uint32_t>(h.hidden_size));
@@ -327,36 +272,22 @@ Result<ConvertReport> convert_hf(const ConvertOptions& o) {
   for (const auto& [hf_name, t] : ckpt.tensors()) {
     ONEBIT_ASSIGN_OR_RETURN(std::string name, gguf_name(hf_name, h));
     if (name.empty() || (hf_name == "lm_head.weight" && h.tied)) continue;
-    if (t.shape.empty() || t.shape.size() > 2) {
-      return make_error("convert: tensor " + hf_name + " has " + std::to_string(t.shape.size()) + " dimensions; expected 1 or 2");
-    }
-    GgmlType type = t.shape.size() == 1 ? GgmlType::kF32 : o.out_type;
-    if (type == GgmlType::kQ8_0 && t.shape.back() % kQK8_0 != 0) {
-      type = GgmlType::kF16;
-      report.warnings.push_back(hf_name + ": " + std::to_string(t.shape.back()) + " columns do not fill q8_0 blocks; stored as f16");
-    }
+    ONEBIT_ASSIGN_OR_RETURN(GgmlType type, storage_type(hf_name, t, o.out_type, report));
     // llama: GGUF stores q/k for the "normal" RoPE ordering (convert_hf_to_gguf.py LlamaModel).
     int64_t permute = 0;
     if (h.arch == "llama" && (name.ends_with("attn_q.weight") || name.ends_with("attn_k.weight"))) permute = h.head_dim;
-    ONEBIT_ASSIGN_OR_RETURN(OutTensor ot, encode(t, name, type, permute));
+    ONEBIT_ASSIGN_OR_RETURN(OutTensor ot, encode_tensor(t, name, type, permute));
     out.push_back(std::move(ot));
   }
   if (h.rope_scaling == "llama3") out.push_back(llama3_rope_freqs(h));
   if (embed->name == "lm_head.weight") {
-    ONEBIT_ASSIGN_OR_RETURN(OutTensor ot, encode(*embed, "token_embd.weight", o.out_type, 0));
+    ONEBIT_ASSIGN_OR_RETURN(OutTensor ot, encode_tensor(*embed, "token_embd.weight", o.out_type));
     out.push_back(std::move(ot));
   }
   GgufWriter w;
-  fs::path dir = fs::path(o.hf_dir).lexically_normal();
-  if (dir.filename().empty()) dir = dir.parent_path();  // "dir/" names the same directory
-  write_hparams(w, h, dir.filename().string(), o.out_type);
+  write_hparams(w, h, dir_name(o.hf_dir), o.out_type);
   add_vocab(w, o, report);
-  for (const OutTensor& t : out) {
-    ONEBIT_TRY(w.add_tensor(t.name, static_cast<uint32_t>(t.type), t.ne, t.bytes));
-    report.n_bytes += t.bytes.size();
-  }
-  report.n_tensors = static_cast<int>(out.size());
-  ONEBIT_TRY(w.write_file(o.out_path));
+  ONEBIT_TRY(write_tensors(w, out, o.out_path, report));
   return report;
 }
 
