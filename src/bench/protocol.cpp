@@ -287,6 +287,9 @@ Status check_configs(const BenchOptions& options, const BenchInputs& inputs, Run
     if (!server.ok()) return make_error("config '" + c.name + "': " + server.message());
     auto status = (*server)->wait_exit(60);
     if (!status.ok()) return make_error("config '" + c.name + "': 'serve --dry-run' " + status.message());
+    if (*status == 127) {
+      return make_error("config '" + c.name + "': could not run '" + inputs.serve_binary + " serve':\n" + log_tail(log, 10));
+    }
     if (*status != 0) {
       return make_error("config '" + c.name + "' (\"" + c.options_text + "\"): '1bit serve' refuses these options:\n" + log_tail(log, 10));
     }
