@@ -59,7 +59,8 @@ std::vector<OptionSpec> bench_option_specs() {
       {"config", 0, "NAME=\"OPTIONS\"", "a configuration: a name and the '1bit serve' options it adds; repeatable, the first is the baseline (none: one config 'default')", true},
       {"rounds", 0, "N", "rounds; each runs every measurement of every configuration in turn (default 1)"},
       {"prompt-file", 0, "FILE", "the prompt-speed text (default: the project's docs/*.md by name)"},
-      {"prompt-chars", 0, "N", "characters of that text to send, 0 = all (default 8000, about 1,800 tokens)"},
+      {"prompt-chars", 0, "N", "characters of that text to send, 0 = all (default 8000)"},
+      {"prompt-tokens", 0, "N", "then at most N tokens of the model's vocabulary, 0 = no cap (default 1800)"},
       {"prompt-runs", 0, "N", "prompt-speed runs, with and without the prefix cache (default 5)"},
       {"decode-tokens", 0, "N", "tokens per decode run (default 256)"},
       {"decode-runs", 0, "N", "runs per decode prompt: code, prose, short (default 3)"},
@@ -182,6 +183,9 @@ Result<BenchOptions> parse_bench_options(const ParsedArgs& args) {
   auto chars = args.get_int("prompt-chars", 8000, 0, int64_t{1} << 30);
   if (!chars.ok()) return chars.error();
   o.prompt_chars = *chars;
+  auto tokens = args.get_int("prompt-tokens", 1800, 0, int64_t{1} << 30);
+  if (!tokens.ok()) return tokens.error();
+  o.prompt_tokens = *tokens;
   ONEBIT_ASSIGN_OR_RETURN(o.prompt_runs, int_option(args, "prompt-runs", 5, 1, 1000));
   ONEBIT_ASSIGN_OR_RETURN(o.decode_tokens, int_option(args, "decode-tokens", 256, 1, 1 << 20));
   ONEBIT_ASSIGN_OR_RETURN(o.decode_runs, int_option(args, "decode-runs", 3, 1, 1000));

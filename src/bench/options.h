@@ -26,6 +26,7 @@ struct BenchOptions {
   int rounds = 1;
   std::string prompt_file;             // empty: the project's docs/*.md
   int64_t prompt_chars = 8000;         // characters (code points) of the prompt source; 0 = all
+  int64_t prompt_tokens = 1800;        // then at most this many tokens of the model's vocabulary; 0 = no cap
   int prompt_runs = 5;
   int decode_tokens = 256;
   int decode_runs = 3;

@@ -20,6 +20,7 @@
 #include "bench/report.h"
 #include "cli/command.h"
 #include "gguf/gguf_reader.h"
+#include "tokenizer/tokenizer.h"
 #include "serve/http_util.h"
 
 namespace onebit::cli {
@@ -98,6 +99,21 @@ Result<bool> model_has_chat_template(const std::string& path) {
   if (!file.ok()) return make_error("-m: " + file.message());
   const GgufValue* v = file->find("tokenizer.chat_template");
   return v != nullptr && v->type == GgufValueType::kString && !v->str.empty();
+}
+
+// The first max_tokens tokens of text by the model's own tokenizer (text itself when it is
+// shorter or max_tokens is 0), so that the ~1,800-token protocol prompt fits vocabularies that
+// spend more tokens on the same characters.
+Result<std::string> cap_tokens(const std::string& model_path, const std::string& text, int64_t max_tokens) {
+  if (max_tokens <= 0) return text;
+  auto file = GgufFile::open(model_path);
+  if (!file.ok()) return make_error("-m: " + file.message());
+  auto tok = Tokenizer::from_gguf(*file);
+  if (!tok.ok()) return make_error("--prompt-tokens needs the model's tokenizer: " + tok.message() + " (pass --prompt-tokens 0)");
+  std::vector<TokenId> ids = tok->encode(text, EncodeOptions{.parse_special = false});
+  if (int64_t(ids.size()) <= max_tokens) return text;
+  ids.resize(size_t(max_tokens));
+  return tok->decode(ids);
 }
 
 // This process's command line, shell-quoted where needed (from /proc/self/cmdline).
@@ -196,6 +212,9 @@ int run_bench(const ParsedArgs& args) {
   if (!chat.ok()) return usage_error("bench", chat.message());
   auto prompt = load_prompt(o);
   if (!prompt.ok()) return usage_error("bench", prompt.message());
+  auto capped = cap_tokens(o.model_path, prompt->first, o.prompt_tokens);
+  if (!capped.ok()) return usage_error("bench", capped.message());
+  prompt->first = std::move(*capped);
   BenchInputs in;
   in.chat = *chat;
   in.prompt_text = prompt->first;

@@ -15,7 +15,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gguf/gguf_reader.h"
 #include "run_command.h"
+#include "tokenizer/tokenizer.h"
 #include "testdata.h"
 
 namespace onebit {
@@ -270,6 +272,31 @@ TEST_F(BenchTest, TwoConfigsTwoRoundsAgainstTheFake) {
   }
   ASSERT_TRUE(fs::exists(out + "/bench.png")) << r.err;
   expect_valid_png(read_whole_file(out + "/bench.png"));
+}
+
+// --prompt-tokens caps the docs prompt by the model's own tokenizer: what bench sent (after its
+// nonce line) is at most that many tokens, and a prefix of the uncapped text.
+TEST_F(BenchTest, PromptIsCappedByTheModelsTokens) {
+  auto r = bench("-m " + model_ + " " + config("base", "") + " --only prompt --prompt-runs 1 --prompt-tokens 40 -o " +
+                 (dir_ / "out").string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto file = onebit::GgufFile::open(model_);
+  ASSERT_TRUE(file.ok());
+  auto tok = onebit::Tokenizer::from_gguf(*file);
+  ASSERT_TRUE(tok.ok()) << tok.message();
+  int seen = 0;
+  for (const auto& rq : json_lines((dir_ / "requests.jsonl").string())) {
+    if (rq["path"] != "/v1/completions" || rq["body"]["cache_prompt"] != false) continue;
+    const std::string sent = rq["body"]["prompt"].get<std::string>();
+    const std::string text = sent.substr(sent.find('\n') + 1);  // after the nonce line
+    const size_t n = tok->encode(text, onebit::EncodeOptions{.parse_special = false}).size();
+    EXPECT_LE(n, 41u) << text;  // decode then encode may merge one boundary differently
+    EXPECT_GE(n, 30u) << text;
+    EXPECT_EQ(read_whole_file(source_path("docs/api.md")).rfind(text.substr(0, 20), 0), 0u)
+        << "the capped text starts the first docs file: " << text;
+    ++seen;
+  }
+  EXPECT_EQ(seen, 1);
 }
 
 TEST_F(BenchTest, DrafterRowsAppearWhenTheServerReportsThem) {

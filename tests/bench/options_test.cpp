@@ -72,6 +72,7 @@ TEST(BenchOptions, DefaultsAreTheProtocol) {
   EXPECT_TRUE(o->configs[0].args.empty());
   EXPECT_EQ(o->rounds, 1);
   EXPECT_EQ(o->prompt_chars, 8000);
+  EXPECT_EQ(o->prompt_tokens, 1800);
   EXPECT_EQ(o->prompt_runs, 5);
   EXPECT_EQ(o->decode_tokens, 256);
   EXPECT_EQ(o->decode_runs, 3);
