@@ -123,7 +123,24 @@ void panel_q4_k(int64_t k, const void* panel, const void* act, size_t stride, fl
     const uint8_t* codes = blk + 160;
     __m256i sumi[NX], summ[NX];
     for (int r = 0; r < NX; ++r) sumi[r] = summ[r] = _mm256_setzero_si256();
-    for (int j = 0; j < 8; ++j) {  // sub-block j: chunk c = j / 2, low (j even) or high nibbles
+    if constexpr (NX == 1) {
+      // Decode: each code load feeds both sub-blocks of its chunk (two chains, half the loads).
+      const BlockQ8_K& a = act_q8k(act, stride, 0)[b];
+      for (int c = 0; c < 4; ++c) {
+        __m256i p_lo = _mm256_setzero_si256(), p_hi = _mm256_setzero_si256();
+        for (int g = 0; g < 8; ++g) {
+          const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + (8 * c + g) * 32));
+          p_lo = dot_u8s8(p_lo, _mm256_and_si256(raw, m4), bcast4(a.qs + 64 * c + 4 * g));
+          p_hi = dot_u8s8(p_hi, _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4), bcast4(a.qs + 64 * c + 32 + 4 * g));
+        }
+        for (int half = 0; half < 2; ++half) {
+          const int j = 2 * c + half;
+          sumi[0] = _mm256_add_epi32(sumi[0], _mm256_mullo_epi32(half ? p_hi : p_lo, bytes8_u(blk + 32 + 8 * j)));
+          summ[0] = _mm256_add_epi32(summ[0], _mm256_mullo_epi32(bytes8_u(blk + 96 + 8 * j),
+                                                                 _mm256_set1_epi32(a.bsums[2 * j] + a.bsums[2 * j + 1])));
+        }
+      }
+    } else for (int j = 0; j < 8; ++j) {  // sub-block j: chunk c = j / 2, low (j even) or high nibbles
       const int c = j / 2;
       __m256i p[NX];
       for (int r = 0; r < NX; ++r) p[r] = _mm256_setzero_si256();
@@ -165,7 +182,30 @@ void panel_q6_k(int64_t k, const void* panel, const void* act, size_t stride, fl
     const uint8_t* qh = blk + 144 + 1024;
     __m256i sumi[NX];
     for (int r = 0; r < NX; ++r) sumi[r] = _mm256_setzero_si256();
-    for (int j = 0; j < 16; ++j) {  // sub-block j of 16: half h, quarter t, groups g = 4s .. 4s+3
+    if constexpr (NX == 1) {
+      // Decode: each ql/qh load feeds all four quarters (4 independent chains, a third of the loads).
+      const BlockQ8_K& a = act_q8k(act, stride, 0)[b];
+      for (int h = 0; h < 2; ++h) {
+        for (int s = 0; s < 2; ++s) {
+          __m256i p[4] = {};
+          for (int g = 4 * s; g < 4 * s + 4; ++g) {
+            const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + (16 * h + g) * 32));
+            const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + (16 * h + 8 + g) * 32));
+            const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh + (8 * h + g) * 32));
+            const int8_t* y = a.qs + 128 * h + 4 * g;
+            p[0] = dot_u8s8(p[0], _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), m2)), bcast4(y));
+            p[1] = dot_u8s8(p[1], _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), m2)), bcast4(y + 32));
+            p[2] = dot_u8s8(p[2], _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(hb, m2)), bcast4(y + 64));
+            p[3] = dot_u8s8(p[3], _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(hb, 2), m2)), bcast4(y + 96));
+          }
+          for (int t = 0; t < 4; ++t) {
+            const int j = 8 * h + 2 * t + s;
+            const __m256i off = _mm256_set1_epi32(32 * a.bsums[j]);
+            sumi[0] = _mm256_add_epi32(sumi[0], _mm256_mullo_epi32(_mm256_sub_epi32(p[t], off), bytes8_s(blk + 16 + 8 * j)));
+          }
+        }
+      }
+    } else for (int j = 0; j < 16; ++j) {  // sub-block j of 16: half h, quarter t, groups g = 4s .. 4s+3
       const int h = j / 8, t = (j % 8) / 2, s = j % 2;
       __m256i p[NX];
       for (int r = 0; r < NX; ++r) p[r] = _mm256_setzero_si256();
