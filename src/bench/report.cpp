@@ -1,4 +1,5 @@
 // The outputs of `1bit bench`; see report.h.
+#include <algorithm>
 #include "bench/report.h"
 
 #include <fcntl.h>
@@ -206,7 +207,10 @@ std::string gnuplot_script(const BenchOptions& o, const std::vector<SummaryRow>&
        "set logscale x 2\n"
        "set xtics (";
   for (size_t i = 0; i < o.concurrency.size(); ++i) s += (i ? ", " : "") + std::to_string(o.concurrency[i]);
-  s += ")\nset yrange [0:*]\nset grid\nset key top left\n";
+  // A margin on the log axis so that the first and last levels keep their tic labels.
+  const auto [lo, hi] = std::minmax_element(o.concurrency.begin(), o.concurrency.end());
+  s += ")\nset xrange [" + std::to_string(*lo / 1.25) + ":" + std::to_string(*hi * 1.25) + "]\n";
+  s += "set yrange [0:*]\nset grid\nset key top left\n";
   s += plots + "\n";
   return s;
 }
