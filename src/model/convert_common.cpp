@@ -18,6 +18,19 @@ int64_t permuted_source_row(int64_t row, int64_t head_dim) {
 
 }  // namespace
 
+void encode_row(GgmlType type, const float* row, int64_t cols, uint8_t* dst) {
+  if (type == GgmlType::kF32) {
+    std::memcpy(dst, row, size_t(cols) * 4);
+  } else if (type == GgmlType::kF16 || type == GgmlType::kBF16) {
+    for (int64_t c = 0; c < cols; ++c) {
+      const uint16_t b = type == GgmlType::kF16 ? fp32_to_fp16(row[c]) : fp32_to_bf16(row[c]);
+      std::memcpy(dst + 2 * c, &b, 2);
+    }
+  } else {
+    quantize_row_reference(type, row, dst, cols);
+  }
+}
+
 Result<OutTensor> encode_tensor(const SafetensorsTensor& t, const std::string& name, GgmlType type,
                                 int64_t permute_head_dim) {
   OutTensor out{name, type, {}, {}};
@@ -34,17 +47,7 @@ Result<OutTensor> encode_tensor(const SafetensorsTensor& t, const std::string& n
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t src = permute_head_dim > 0 ? permuted_source_row(r, permute_head_dim) : r;
     for (int64_t c = 0; c < cols; ++c) row[c] = t.at(src * cols + c);
-    uint8_t* dst = out.bytes.data() + r * row_bytes;
-    if (type == GgmlType::kF32) {
-      std::memcpy(dst, row.data(), cols * 4);
-    } else if (type == GgmlType::kF16 || type == GgmlType::kBF16) {
-      for (int64_t c = 0; c < cols; ++c) {
-        const uint16_t b = type == GgmlType::kF16 ? fp32_to_fp16(row[c]) : fp32_to_bf16(row[c]);
-        std::memcpy(dst + 2 * c, &b, 2);
-      }
-    } else {
-      quantize_row_reference(type, row.data(), dst, cols);
-    }
+    encode_row(type, row.data(), cols, out.bytes.data() + r * row_bytes);
   }
   return out;
 }

@@ -22,6 +22,10 @@ struct OutTensor {
   std::vector<uint8_t> bytes;
 };
 
+// Writes one row of `cols` floats as `type` at dst (row_size(type, cols) bytes): f32 as is, f16 /
+// bf16 rounded, a quantized type by ggml's reference quantizer.
+void encode_row(GgmlType type, const float* row, int64_t cols, uint8_t* dst);
+
 // Encodes t ([rows, cols], row-major) as `type` (f32, f16, bf16 or a quantized type by ggml's
 // reference quantizer). permute_head_dim > 0: rows permuted per head as llama.cpp's
 // LlamaModel.permute (HF rotate_half halves -> GGUF "normal" RoPE pairs).

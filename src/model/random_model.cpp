@@ -16,6 +16,7 @@
 #include "gguf/gguf_reader.h"
 #include "gguf/gguf_writer.h"
 #include "gguf/quants.h"
+#include "model/convert_common.h"
 #include "tokenizer/hf_vocab.h"
 
 namespace onebit {
@@ -108,13 +109,6 @@ Status copy_vocab(GgufWriter& w, const std::string& path, const std::string& out
   return st;
 }
 
-struct OutTensor {
-  std::string name;
-  GgmlType type;
-  std::vector<uint64_t> ne;  // ggml order
-  std::vector<uint8_t> bytes;
-};
-
 // A [rows, cols] tensor of N(0, std) (or all `fill` when std == 0) encoded as `type`.
 OutTensor make_tensor(std::string name, GgmlType type, int64_t rows, int64_t cols, float std, float fill,
                       uint64_t seed) {
@@ -130,17 +124,7 @@ OutTensor make_tensor(std::string name, GgmlType type, int64_t rows, int64_t col
   std::vector<float> row(size_t(cols), fill);
   for (int64_t r = 0; r < rows; ++r) {
     if (std > 0) for (float& x : row) x = dist(rng);
-    uint8_t* dst = t.bytes.data() + r * rb;
-    if (type == GgmlType::kF32) {
-      std::memcpy(dst, row.data(), cols * 4);
-    } else if (type == GgmlType::kF16 || type == GgmlType::kBF16) {
-      for (int64_t c = 0; c < cols; ++c) {
-        const uint16_t h = type == GgmlType::kF16 ? fp32_to_fp16(row[c]) : fp32_to_bf16(row[c]);
-        std::memcpy(dst + 2 * c, &h, 2);
-      }
-    } else {
-      quantize_row_reference(type, row.data(), dst, cols);
-    }
+    encode_row(type, row.data(), cols, t.bytes.data() + r * rb);
   }
   return t;
 }
