@@ -112,7 +112,9 @@ TEST_P(CpuOpsTest, RopeOrderingsAndScalings) {
 TEST_P(CpuOpsTest, AttentionGqaWithCache) {
   struct Case { int n_heads, n_kv_heads, head_dim, first_pos, n; };
   for (const Case& c : {Case{4, 2, 8, 0, 1}, Case{4, 2, 8, 0, 7}, Case{8, 1, 33, 5, 3},
-                        Case{32, 4, 64, 100, 1}, Case{6, 6, 16, 40, 19}}) {
+                        Case{32, 4, 64, 100, 1}, Case{6, 6, 16, 40, 19},
+                        // groups of 10 (a block of 8 and one of 2) and 5 heads, head_dim 128 / 24
+                        Case{20, 2, 128, 3, 37}, Case{10, 2, 24, 0, 9}}) {
     const int64_t n_kv = c.first_pos + c.n + 2;  // the cache has rows beyond the visible ones
     const int64_t qd = int64_t(c.n_heads) * c.head_dim, kd = int64_t(c.n_kv_heads) * c.head_dim;
     const auto q = random_floats(c.n * qd, 31), k = random_floats(n_kv * kd, 32), v = random_floats(n_kv * kd, 33);

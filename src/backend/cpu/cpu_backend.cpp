@@ -286,8 +286,10 @@ void CpuBackend::rope(const Tensor& x, const Tensor& positions, const RopeParams
   });
 }
 
-// Causal attention, one (query row, head) pair per task: scores by f32 dots, a vectorized
-// softmax, then the value rows accumulated with axpy. O(n_keys * head_dim) per task.
+// Causal attention, one (query row, K/V head, block of up to 8 of its query heads) per task: the
+// block's scores with each key row loaded once (dot_heads_keys), a vectorized softmax per head,
+// then the value rows weighted into two heads at a time (weighted_sum_heads). Head sizes that
+// are not a multiple of 8 take f32 dots and axpy per head.
 void CpuBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                            const AttentionParams& p) {
   check_f32(q), check_f32(k), check_f32(v), check_f32(out);
@@ -298,25 +300,42 @@ void CpuBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, co
   check_same_shape(q, out);
   const int group = p.n_heads / p.n_kv_heads;
   const int64_t hd = p.head_dim;
-  pool_.parallel_for(Parallel::kDynamic, q.n_rows * p.n_heads, [&](int64_t b, int64_t e, int t) {
-    std::vector<float>& scores = scratch_[t].a;  // [n_keys]
+  const int64_t n_blocks = (group + 7) / 8;  // blocks of up to 8 query heads per K/V head
+  const int64_t ks = int64_t(k.row_stride_bytes / sizeof(float)), vs = int64_t(v.row_stride_bytes / sizeof(float));
+  const bool vec = hd % 8 == 0;
+  pool_.parallel_for(Parallel::kDynamic, q.n_rows * p.n_kv_heads * n_blocks, [&](int64_t b, int64_t e, int t) {
+    std::vector<float>& scores = scratch_[t].a;  // [heads of the block][n_keys]
     for (int64_t task = b; task < e; ++task) {
-      const int64_t i = task / p.n_heads;
-      const int h = static_cast<int>(task % p.n_heads);
+      const int64_t i = task / (p.n_kv_heads * n_blocks);
+      const int64_t kvh = (task / n_blocks) % p.n_kv_heads, g0 = (task % n_blocks) * 8;
+      const int n_g = int(std::min<int64_t>(8, group - g0));
       const int64_t n_keys = p.first_pos + i + 1;
-      if (scores.size() < size_t(n_keys)) scores.resize(size_t(n_keys));
-      const float* qh = f32_row(q, i) + h * hd;
-      const int64_t kv_off = int64_t(h / group) * hd;
-      float max_s = -INFINITY;
-      for (int64_t j = 0; j < n_keys; ++j) {
-        scores[j] = cpu::dot_f32(qh, f32_row(k, j) + kv_off, hd) * p.scale;
-        max_s = std::max(max_s, scores[j]);
+      if (scores.size() < size_t(n_g * n_keys)) scores.resize(size_t(n_g * n_keys));
+      const float* q0 = f32_row(q, i) + (kvh * group + g0) * hd;
+      const float* k0 = f32_row(k, 0) + kvh * hd;
+      const float* v0 = f32_row(v, 0) + kvh * hd;
+      float* o0 = f32_row(out, i) + (kvh * group + g0) * hd;
+      if (vec) {
+        cpu::dot_heads_keys(q0, n_g, hd, k0, ks, n_keys, p.scale, scores.data(), n_keys);
+      } else {
+        for (int g = 0; g < n_g; ++g)
+          for (int64_t j = 0; j < n_keys; ++j) scores[g * n_keys + j] = cpu::dot_f32(q0 + g * hd, k0 + j * ks, hd) * p.scale;
       }
-      const float inv_sum = 1.0f / cpu::exp_sub_sum(scores.data(), max_s, n_keys);
-      float* oh = f32_row(out, i) + h * hd;
-      std::memset(oh, 0, size_t(hd) * sizeof(float));
-      for (int64_t j = 0; j < n_keys; ++j) cpu::axpy_f32(scores[j], f32_row(v, j) + kv_off, oh, hd);
-      cpu::scale_f32(inv_sum, oh, hd);
+      float inv_sum[8];
+      for (int g = 0; g < n_g; ++g) {
+        float* sg = scores.data() + g * n_keys;
+        const float max_s = *std::max_element(sg, sg + n_keys);
+        inv_sum[g] = 1.0f / cpu::exp_sub_sum(sg, max_s, n_keys);
+      }
+      if (vec) {
+        cpu::weighted_sum_heads(scores.data(), n_g, n_keys, v0, vs, n_keys, hd, o0);
+      } else {
+        for (int g = 0; g < n_g; ++g) {
+          std::memset(o0 + g * hd, 0, size_t(hd) * sizeof(float));
+          for (int64_t j = 0; j < n_keys; ++j) cpu::axpy_f32(scores[g * n_keys + j], v0 + j * vs, o0 + g * hd, hd);
+        }
+      }
+      for (int g = 0; g < n_g; ++g) cpu::scale_f32(inv_sum[g], o0 + g * hd, hd);
     }
   });
 }

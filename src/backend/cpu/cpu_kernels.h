@@ -77,6 +77,15 @@ float dot_f32(const float* a, const float* b, int64_t n);
 void axpy_f32(float a, const float* x, float* y, int64_t n);
 // y[i] *= a.
 void scale_f32(float a, float* y, int64_t n);
+// Attention of one query row for up to 8 query heads sharing one K/V head (GQA), head_dim hd a
+// multiple of 8. scores[g * scores_stride + j] = scale * dot(q[g * hd ..], k[j * k_stride ..])
+// for g < n_heads (1..8), j < n_keys: each key row is loaded once for all heads.
+void dot_heads_keys(const float* q, int n_heads, int64_t hd, const float* k, int64_t k_stride, int64_t n_keys,
+                    float scale, float* scores, int64_t scores_stride);
+// out[g * hd + d] = sum_j p[g * p_stride + j] * v[j * v_stride + d] for g < n_heads (any count),
+// d < hd (a multiple of 8): two heads and 32 dimensions at a time kept in registers.
+void weighted_sum_heads(const float* p, int n_heads, int64_t p_stride, const float* v, int64_t v_stride,
+                        int64_t n_keys, int64_t hd, float* out);
 // exp(x[i] - m) in place for i < n; returns their sum.
 float exp_sub_sum(float* x, float m, int64_t n);
 

@@ -191,6 +191,61 @@ void axpy_f32(float a, const float* x, float* y, int64_t n) {
   for (; i < n; ++i) y[i] += a * x[i];
 }
 
+// Lane g of the result = the sum of the lanes of a[g] (8 horizontal sums at once).
+inline __m256 hsum8(const __m256* a) {
+  const __m256 t0 = _mm256_hadd_ps(a[0], a[1]), t1 = _mm256_hadd_ps(a[2], a[3]);
+  const __m256 t2 = _mm256_hadd_ps(a[4], a[5]), t3 = _mm256_hadd_ps(a[6], a[7]);
+  const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
+  return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+}
+
+void dot_heads_keys(const float* q, int n_heads, int64_t hd, const float* k, int64_t k_stride, int64_t n_keys,
+                    float scale, float* scores, int64_t scores_stride) {
+  ONEBIT_DCHECK(n_heads >= 1 && n_heads <= 8 && hd % 8 == 0);
+  const __m256 sv = _mm256_set1_ps(scale);
+  alignas(32) float lanes[8];
+  for (int64_t j = 0; j < n_keys; ++j) {
+    const float* kj = k + j * k_stride;
+    __m256 acc[8];
+    for (int g = 0; g < 8; ++g) acc[g] = _mm256_setzero_ps();
+    for (int64_t c = 0; c < hd; c += 8) {
+      const __m256 kv = _mm256_loadu_ps(kj + c);
+      for (int g = 0; g < n_heads; ++g) acc[g] = _mm256_fmadd_ps(_mm256_loadu_ps(q + g * hd + c), kv, acc[g]);
+    }
+    _mm256_store_ps(lanes, _mm256_mul_ps(hsum8(acc), sv));
+    for (int g = 0; g < n_heads; ++g) scores[g * scores_stride + j] = lanes[g];
+  }
+}
+
+void weighted_sum_heads(const float* p, int n_heads, int64_t p_stride, const float* v, int64_t v_stride,
+                        int64_t n_keys, int64_t hd, float* out) {
+  ONEBIT_DCHECK(hd % 8 == 0);
+  for (int g = 0; g < n_heads; g += 2) {
+    const bool pair = g + 1 < n_heads;
+    const float* pa = p + g * p_stride;
+    const float* pb = pair ? pa + p_stride : pa;
+    for (int64_t d0 = 0; d0 < hd;) {
+      const int n_vec = int(std::min<int64_t>(4, (hd - d0) / 8));  // 8-float vectors in this block
+      __m256 acc_a[4], acc_b[4];
+      for (int c = 0; c < 4; ++c) acc_a[c] = acc_b[c] = _mm256_setzero_ps();
+      for (int64_t j = 0; j < n_keys; ++j) {
+        const float* vj = v + j * v_stride + d0;
+        const __m256 wa = _mm256_set1_ps(pa[j]), wb = _mm256_set1_ps(pb[j]);
+        for (int c = 0; c < n_vec; ++c) {
+          const __m256 x = _mm256_loadu_ps(vj + 8 * c);
+          acc_a[c] = _mm256_fmadd_ps(wa, x, acc_a[c]);
+          if (pair) acc_b[c] = _mm256_fmadd_ps(wb, x, acc_b[c]);
+        }
+      }
+      for (int c = 0; c < n_vec; ++c) {
+        _mm256_storeu_ps(out + g * hd + d0 + 8 * c, acc_a[c]);
+        if (pair) _mm256_storeu_ps(out + (g + 1) * hd + d0 + 8 * c, acc_b[c]);
+      }
+      d0 += 8 * n_vec;
+    }
+  }
+}
+
 void scale_f32(float a, float* y, int64_t n) {
   const __m256 av = _mm256_set1_ps(a);
   int64_t i = 0;
