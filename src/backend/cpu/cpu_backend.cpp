@@ -1,7 +1,8 @@
 // The optimized CPU backend: the Backend ops over host memory, split across a ThreadPool, with the
 // dot kernels of one SIMD target (cpu_kernels.h). Matmul quantizes activations as ggml does (Q8 for
 // the 32-blocks, Q8_K for the K-quants) and then runs matrix-vector (n == 1: weight rows split
-// across threads) or register-tiled matrix-matrix (n > 1: weight-row x activation-row tiles).
+// across threads) or register-tiled matrix-matrix (n > 1: weight-row x activation-row tiles), on
+// 8-row panels (panels.h) for the weights repacked at load, else row by row.
 #include "backend/cpu/cpu_backend.h"
 
 #include <algorithm>
