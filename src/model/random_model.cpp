@@ -141,8 +141,7 @@ Status write_random_model(const RandomModelOptions& o) {
   const std::string a = s.arch + ".";
   w.set_string("general.architecture", s.arch);
   w.set_string("general.name", "random " + fs::path(o.config_path).parent_path().filename().string());
-  w.set_uint32("general.file_type", o.out_type == GgmlType::kF32 ? 0 : o.out_type == GgmlType::kF16 ? 1
-                                    : o.out_type == GgmlType::kQ8_0 ? 7 : 32);
+  w.set_uint32("general.file_type", llama_file_type(o.out_type));
   w.set_uint32(a + "vocab_size", uint32_t(s.vocab));
   w.set_uint32(a + "context_length", uint32_t(s.context));
   w.set_uint32(a + "embedding_length", uint32_t(s.hidden));

@@ -44,9 +44,12 @@ inline void panel_finish_block(const uint8_t* blk, int64_t b, const void* act, s
   }
 }
 
-template <int NX>
-void panel_q4_0(int64_t k, const void* panel, const void* act, size_t stride, float* out, size_t os) {
-  constexpr int64_t kBlock = 8 * sizeof(BlockQ4_0);  // 144 bytes: d[8], codes[128]
+// Q4_0 (kQ4: nibbles, offset 8) and Q8_0 (codes + 128 with VNNI, offset 128; |w| against
+// sign(y, w) with AVX2, offset 0) panels: the same block walk, different code vectors.
+template <bool kQ4, int NX>
+void panel_q8_block(int64_t k, const void* panel, const void* act, size_t stride, float* out, size_t os) {
+  constexpr int64_t kBlock = kQ4 ? 8 * sizeof(BlockQ4_0) : 8 * sizeof(BlockQ8_0);  // d[8], then codes
+  constexpr float kOffset = kQ4 ? 8.0f : ONEBIT_DOT_VNNI ? 128.0f : 0.0f;
   const uint8_t* blk = static_cast<const uint8_t*>(panel);
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   __m256 acc[NX];
@@ -55,50 +58,34 @@ void panel_q4_0(int64_t k, const void* panel, const void* act, size_t stride, fl
     for (int l = 0; l < kBlock; l += 64) panel_prefetch(blk + l);
     constexpr int C = kChains<NX>;
     __m256i p[C][NX] = {};
-    for (int c = 0; c < 4; ++c) {
+    for (int c = 0; c < (kQ4 ? 4 : 8); ++c) {
       const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16 + 32 * c));
-      const __m256i lo = _mm256_and_si256(raw, m4);
-      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
-      for (int r = 0; r < NX; ++r) {
-        const int8_t* y = act_q8(act, stride, r)[b].qs;
-        __m256i& p_lo = p[(2 * c) % C][r];
-        p_lo = dot_u8s8(p_lo, lo, bcast4(y + 4 * c));
-        __m256i& p_hi = p[(2 * c + 1) % C][r];
-        p_hi = dot_u8s8(p_hi, hi, bcast4(y + 16 + 4 * c));
-      }
-    }
-    fold_chains<C, NX>(p);
-    panel_finish_block<NX>(blk, b, act, stride, p[0], 8.0f, acc);
-  }
-  for (int r = 0; r < NX; ++r) _mm256_storeu_ps(out + r * os, acc[r]);
-}
-
-template <int NX>
-void panel_q8_0(int64_t k, const void* panel, const void* act, size_t stride, float* out, size_t os) {
-  constexpr int64_t kBlock = 8 * sizeof(BlockQ8_0);  // 272 bytes: d[8], codes[256]
-  const uint8_t* blk = static_cast<const uint8_t*>(panel);
-  __m256 acc[NX];
-  for (int r = 0; r < NX; ++r) acc[r] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < k / 32; ++b, blk += kBlock) {
-    for (int l = 0; l < kBlock; l += 64) panel_prefetch(blk + l);
-    constexpr int C = kChains<NX>;
-    __m256i p[C][NX] = {};
-    for (int c = 0; c < 8; ++c) {
-      const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16 + 32 * c));
+      if constexpr (kQ4) {
+        // Low nibbles: elements 4c .. 4c+3 of each row; high nibbles: 16 + 4c .. 16 + 4c+3.
+        const __m256i lo = _mm256_and_si256(raw, m4);
+        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+        for (int r = 0; r < NX; ++r) {
+          const int8_t* y = act_q8(act, stride, r)[b].qs;
+          __m256i& p_lo = p[(2 * c) % C][r];
+          p_lo = dot_u8s8(p_lo, lo, bcast4(y + 4 * c));
+          __m256i& p_hi = p[(2 * c + 1) % C][r];
+          p_hi = dot_u8s8(p_hi, hi, bcast4(y + 16 + 4 * c));
+        }
+      } else {
 #if ONEBIT_DOT_VNNI
-      const __m256i u = _mm256_xor_si256(w, _mm256_set1_epi8(static_cast<char>(0x80)));  // code + 128
-      for (int r = 0; r < NX; ++r) {
-        p[c % C][r] = dot_u8s8(p[c % C][r], u, bcast4(act_q8(act, stride, r)[b].qs + 4 * c));
-      }
+        const __m256i u = _mm256_xor_si256(raw, _mm256_set1_epi8(static_cast<char>(0x80)));  // code + 128
 #else
-      const __m256i u = _mm256_sign_epi8(w, w);
-      for (int r = 0; r < NX; ++r) {
-        p[c % C][r] = dot_u8s8(p[c % C][r], u, _mm256_sign_epi8(bcast4(act_q8(act, stride, r)[b].qs + 4 * c), w));
-      }
+        const __m256i u = _mm256_sign_epi8(raw, raw);
 #endif
+        for (int r = 0; r < NX; ++r) {
+          __m256i y = bcast4(act_q8(act, stride, r)[b].qs + 4 * c);
+          if (!ONEBIT_DOT_VNNI) y = _mm256_sign_epi8(y, raw);
+          p[c % C][r] = dot_u8s8(p[c % C][r], u, y);
+        }
+      }
     }
     fold_chains<C, NX>(p);
-    panel_finish_block<NX>(blk, b, act, stride, p[0], ONEBIT_DOT_VNNI ? 128.0f : 0.0f, acc);
+    panel_finish_block<NX>(blk, b, act, stride, p[0], kOffset, acc);
   }
   for (int r = 0; r < NX; ++r) _mm256_storeu_ps(out + r * os, acc[r]);
 }
@@ -235,5 +222,5 @@ void panel_q6_k(int64_t k, const void* panel, const void* act, size_t stride, fl
 
 template <int NX> struct PQ4_K { static void run(int64_t k, const void* w, const void* a, size_t s, float* o, size_t os) { panel_q4_k<NX>(k, w, a, s, o, os); } };
 template <int NX> struct PQ6_K { static void run(int64_t k, const void* w, const void* a, size_t s, float* o, size_t os) { panel_q6_k<NX>(k, w, a, s, o, os); } };
-template <int NX> struct PQ4_0 { static void run(int64_t k, const void* w, const void* a, size_t s, float* o, size_t os) { panel_q4_0<NX>(k, w, a, s, o, os); } };
-template <int NX> struct PQ8_0 { static void run(int64_t k, const void* w, const void* a, size_t s, float* o, size_t os) { panel_q8_0<NX>(k, w, a, s, o, os); } };
+template <int NX> struct PQ4_0 { static void run(int64_t k, const void* w, const void* a, size_t s, float* o, size_t os) { panel_q8_block<true, NX>(k, w, a, s, o, os); } };
+template <int NX> struct PQ8_0 { static void run(int64_t k, const void* w, const void* a, size_t s, float* o, size_t os) { panel_q8_block<false, NX>(k, w, a, s, o, os); } };
