@@ -18,7 +18,7 @@ fi
 for t in Q4_0 Q8_0 Q4_K_M; do
   [ -f "$work/tinyllama-$t.gguf" ] || "$build/bin/1bit" quantize "$work/tinyllama-f16.gguf" "$work/tinyllama-$t.gguf" $t
 done
-echo "| model | backend | threads | pp512 tok/s best / median | tg128 tok/s best / median | weight GB/token | read GB/s | roofline tok/s | tg / roofline best / median |"
+echo "| model | backend | threads | pp512 tok/s best / median | tg128 tok/s best / median | weight GB/token | read GB/s best / median | roofline tok/s (median) | tg / roofline best / median |"
 echo "|---|---|---|---|---|---|---|---|---|"
 for t in Q4_0 Q8_0 Q4_K_M; do
   for threads in 1 2; do

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <numbers>
 
+#include "base/large_alloc.h"
 #include "gguf/quants.h"
 
 namespace onebit {
@@ -73,7 +74,7 @@ Result<Tensor> HostBackend::alloc(GgmlType type, int64_t n_rows, int64_t n_cols)
   ONEBIT_CHECK(type == GgmlType::kF32 || type == GgmlType::kI32);
   ONEBIT_CHECK(n_rows >= 0 && n_cols >= 0);
   const size_t n_bytes = static_cast<size_t>(n_rows) * static_cast<size_t>(n_cols) * 4;
-  void* p = std::aligned_alloc(64, (std::max<size_t>(n_bytes, 1) + 63) / 64 * 64);
+  void* p = large_alloc(n_bytes);
   if (p == nullptr) {
     return make_error(label_ + ": out of memory allocating " + std::to_string(n_bytes) +
                       " bytes; use a smaller context (--ctx-size) or model");
@@ -105,3 +106,4 @@ void HostBackend::read(const Tensor& src, void* dst) {
 }
 
 }  // namespace onebit
+

@@ -16,6 +16,7 @@
 #include "backend/cpu/panels.h"
 #include "backend/host_backend.h"
 #include "base/check.h"
+#include "base/large_alloc.h"
 #include "base/thread_pool.h"
 #include "gguf/quants.h"
 
@@ -227,7 +228,7 @@ Status CpuBackend::pack_panels(const Tensor& t, std::span<const uint8_t> bytes) 
   const size_t panel_bytes = cpu::panel_bytes(t.type, t.n_cols);
   const size_t rows_bytes = t.row_bytes() * cpu::kPanelRows;  // one panel's rows in GGUF layout
   const size_t total = panel_bytes * size_t(n_panels);
-  auto* dst = static_cast<uint8_t*>(std::aligned_alloc(64, (total + 63) / 64 * 64));
+  auto* dst = static_cast<uint8_t*>(large_alloc(total));
   if (dst == nullptr) {
     return make_error("cpu backend: out of memory repacking a " + std::to_string(total) +
                       "-byte weight; use a smaller model or ONEBIT_CPU_PANELS=0");
