@@ -5,19 +5,27 @@
 # with the model's vocabulary and prints the markdown table.
 # Usage: bench/run_quant_kl.sh BUILD_DIR [WORK_DIR] [TOKENS] [THREADS] [SEED]
 # (models under WORK_DIR/seed-SEED; another seed is another random model of the same shape)
+# Trained weights instead: KL_HF_DIR=HF_CHECKPOINT_DIR converts that checkpoint to F32 (models under
+# WORK_DIR/hf-NAME), and KL_TEXT=FILE evaluates on another text.
 set -euo pipefail
 build=${1:?usage: bench/run_quant_kl.sh BUILD_DIR [WORK_DIR] [TOKENS] [THREADS] [SEED]}
 tokens=${3:-1024}
 threads=${4:-$(nproc)}
 seed=${5:-1}
-work=${2:-/tmp/onebit-kl}/seed-$seed
+hf=${KL_HF_DIR:-}
+if [ -n "$hf" ]; then work=${2:-/tmp/onebit-kl}/hf-$(basename "$hf"); else work=${2:-/tmp/onebit-kl}/seed-$seed; fi
 here=$(cd "$(dirname "$0")" && pwd)
 config=$here/quant-kl-1024.config.json
 vocab=$here/../../shared/testdata/vocab/ggml-vocab-llama-spm.gguf
-text=$here/../../shared/testdata/text/war-and-peace.txt
+text=${KL_TEXT:-$here/../../shared/testdata/text/war-and-peace.txt}
 types="F16 BF16 Q8_0 Q6_K Q5_K_M Q5_K Q5_1 Q5_0 Q4_K_M Q4_K Q4_1 Q4_0"
 mkdir -p "$work"
-if [ ! -f "$work/F32.gguf" ] || [ "$config" -nt "$work/F32.gguf" ]; then
+if [ -n "$hf" ]; then
+  if [ ! -f "$work/F32.gguf" ] || [ "$hf/model.safetensors" -nt "$work/F32.gguf" ]; then
+    rm -f "$work"/*.gguf
+    "$build/bin/1bit" convert "$hf" "$work/F32.gguf" --type f32
+  fi
+elif [ ! -f "$work/F32.gguf" ] || [ "$config" -nt "$work/F32.gguf" ]; then
   rm -f "$work"/*.gguf
   "$build/bin/1bit" convert --random "$config" --tokenizer "$vocab" --type f32 --seed "$seed" "$work/F32.gguf"
 fi
