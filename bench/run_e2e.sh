@@ -15,12 +15,12 @@ if [ ! -f "$work/tinyllama-f16.gguf" ]; then
   "$build/bin/1bit" convert --random "$here/tinyllama-1.1b.config.json" --tokenizer "$vocab" \
     --type f16 "$work/tinyllama-f16.gguf"
 fi
-for t in Q4_0 Q8_0 Q4_K_M; do
+for t in Q4_0 Q8_0 Q4_K_M Q5_K_M; do
   [ -f "$work/tinyllama-$t.gguf" ] || "$build/bin/1bit" quantize "$work/tinyllama-f16.gguf" "$work/tinyllama-$t.gguf" $t
 done
 echo "| model | backend | threads | pp512 tok/s best / median | tg128 tok/s best / median | weight GB/token | read GB/s best / median | roofline tok/s (median) | tg / roofline best / median |"
 echo "|---|---|---|---|---|---|---|---|---|"
-for t in Q4_0 Q8_0 Q4_K_M; do
+for t in Q4_0 Q8_0 Q4_K_M Q5_K_M; do
   for threads in 1 2; do
     "$build/bin/e2e_bench" "$work/tinyllama-$t.gguf" --threads $threads --pp 512 --tg 128 --reps "$reps"
   done

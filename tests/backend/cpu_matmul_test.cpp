@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "cpu_test_util.h"
+#include "backend/cpu/panels.h"
 #include "gguf/quants.h"
 
 namespace onebit {
@@ -102,7 +103,7 @@ TEST_P(CpuMatmulTest, LargeMatrixVectorAndMatrixMatrix) {
 // and both layouts agree with each other far more closely than with the reference.
 TEST_P(CpuMatmulTest, PanelsAndRowsAgree) {
   for (const TypeCase& tc : kTypes) {
-    if (tc.type != GgmlType::kQ4_0 && tc.type != GgmlType::kQ8_0 && tc.type != GgmlType::kQ4_K && tc.type != GgmlType::kQ6_K) continue;
+    if (!cpu::has_panels(tc.type)) continue;
     for (int64_t n : {1, 3, 9}) {
       const double rows = run_case(GetParam(), 2, tc, 64, n, 512, 1, 11, /*panels=*/false);
       const double panels = run_case(GetParam(), 2, tc, 64, n, 512, 1, 11, /*panels=*/true);
@@ -117,8 +118,8 @@ TEST_P(CpuMatmulTest, PanelsAndRowsAgree) {
 // get_rows and read of a repacked weight (a tied embedding) see the rows as given.
 TEST_P(CpuMatmulTest, RepackedWeightRowsReadBackAsGiven) {
   auto cpu = make_cpu_backend(2, GetParam(), /*panels=*/true);
-  for (GgmlType type : {GgmlType::kQ4_0, GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
-    const int64_t m = 16, k = type == GgmlType::kQ4_K || type == GgmlType::kQ6_K ? 512 : 96;
+  for (GgmlType type : {GgmlType::kQ4_0, GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K}) {
+    const int64_t m = 16, k = type == GgmlType::kQ4_0 || type == GgmlType::kQ8_0 ? 96 : 512;
     const size_t rb = row_size(type, k).value();
     const std::vector<float> wf = random_floats(size_t(m * k), 5);
     std::vector<uint8_t> bytes(rb * m);

@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 #include "backend/cpu/panels.h"
@@ -51,17 +52,20 @@ TEST(CpuPanels, Q4_0LayoutPutsFourCodesOfEachRowInOneLane) {
   EXPECT_EQ(blk[2 * 5 + 1], row5_blk1[1]);
 }
 
-// Q4_K keeps its scales unpacked: each (sub-block, row) byte equals get_scale_min_k4's value.
-TEST(CpuPanels, Q4_KScalesAndMinsUnpackedPerRow) {
+// Q4_K and Q5_K keep their scales unpacked: each (sub-block, row) byte equals get_scale_min_k4's
+// value; the nibbles (and Q5_K's high bits) follow in 4-byte groups, rows inner.
+template <typename Block>
+void check_k45_layout(GgmlType type, size_t panel_block) {
   const int64_t k = 512;
-  const size_t rb = row_size(GgmlType::kQ4_K, k).value();
+  const size_t rb = row_size(type, k).value();
   const std::vector<uint8_t> src = random_bytes(rb * kPanelRows, 6);
-  std::vector<uint8_t> panel(panel_bytes(GgmlType::kQ4_K, k));
-  pack_panel(GgmlType::kQ4_K, src.data(), rb, k, panel.data());
+  std::vector<uint8_t> panel(panel_bytes(type, k));
+  ASSERT_EQ(panel.size(), 2 * panel_block);
+  pack_panel(type, src.data(), rb, k, panel.data());
   for (int b = 0; b < 2; ++b) {
-    const uint8_t* p = panel.data() + b * 1184;
+    const uint8_t* p = panel.data() + b * panel_block;
     for (int r = 0; r < kPanelRows; ++r) {
-      const auto* blk = reinterpret_cast<const BlockQ4_K*>(src.data() + r * rb + b * sizeof(BlockQ4_K));
+      const auto* blk = reinterpret_cast<const Block*>(src.data() + r * rb + b * sizeof(Block));
       EXPECT_EQ(std::memcmp(p + 2 * r, &blk->d, 2), 0);
       EXPECT_EQ(std::memcmp(p + 16 + 2 * r, &blk->dmin, 2), 0);
       for (int j = 0; j < 8; ++j) {
@@ -71,9 +75,15 @@ TEST(CpuPanels, Q4_KScalesAndMinsUnpackedPerRow) {
         EXPECT_EQ(p[96 + j * kPanelRows + r], mn) << "block " << b << " row " << r << " sub " << j;
       }
       for (int g = 0; g < 32; ++g) EXPECT_EQ(std::memcmp(p + 160 + (g * kPanelRows + r) * 4, blk->qs + 4 * g, 4), 0);
+      if constexpr (std::is_same_v<Block, BlockQ5_K>) {
+        for (int g = 0; g < 8; ++g) EXPECT_EQ(std::memcmp(p + 1184 + (g * kPanelRows + r) * 4, blk->qh + 4 * g, 4), 0);
+      }
     }
   }
 }
+
+TEST(CpuPanels, Q4_KScalesAndMinsUnpackedPerRow) { check_k45_layout<BlockQ4_K>(GgmlType::kQ4_K, 1184); }
+TEST(CpuPanels, Q5_KScalesUnpackedAndHighBitsInterleaved) { check_k45_layout<BlockQ5_K>(GgmlType::kQ5_K, 1440); }
 
 }  // namespace
 }  // namespace onebit::cpu

@@ -44,7 +44,7 @@ class CpuBackend final : public HostBackend {
 
   std::string_view name() const override { return name_; }
 
-  // Aliases the bytes; Q4_0 / Q8_0 / Q4_K / Q6_K weights of whole panels also get a repacked copy.
+  // Aliases the bytes; Q4_0 / Q8_0 / Q4_K / Q5_K / Q6_K weights of whole panels also get a repacked copy.
   Result<Tensor> weight_from_host(GgmlType type, int64_t n_rows, int64_t n_cols,
                                   std::span<const uint8_t> bytes) override {
     Result<Tensor> t = HostBackend::weight_from_host(type, n_rows, n_cols, bytes);
@@ -142,7 +142,7 @@ class CpuBackend final : public HostBackend {
   ThreadPool pool_;
   const cpu::DotTable* table_;
   std::string name_;
-  bool panels_;                       // repack Q4_0 / Q8_0 / Q4_K / Q6_K weights into panels
+  bool panels_;                       // repack Q4_0 / Q8_0 / Q4_K / Q5_K / Q6_K weights into panels
   std::vector<Scratch> scratch_;      // [n_threads]
   std::vector<uint8_t> act_;          // [n, row bytes of the activation format]
   // Repacked weights (panels.h) by the buffer of the weight they were made from.

@@ -351,6 +351,7 @@ DotTable make_table(CpuIsa isa) {
   t.panel_by_type[static_cast<uint32_t>(GgmlType::kQ4_0)] = by_rows<PQ4_0>;
   t.panel_by_type[static_cast<uint32_t>(GgmlType::kQ8_0)] = by_rows<PQ8_0>;
   t.panel_by_type[static_cast<uint32_t>(GgmlType::kQ4_K)] = by_rows<PQ4_K>;
+  t.panel_by_type[static_cast<uint32_t>(GgmlType::kQ5_K)] = by_rows<PQ5_K>;
   t.panel_by_type[static_cast<uint32_t>(GgmlType::kQ6_K)] = by_rows<PQ6_K>;
   return t;
 }

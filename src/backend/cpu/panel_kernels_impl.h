@@ -1,6 +1,7 @@
 // Panel kernels (panels.h): 8 weight rows at a time against 1..kMaxDotRows activation rows, for
-// Q4_0 and Q8_0 panels with Q8 activations and Q4_K and Q6_K panels with Q8_K activations. Included by dot_kernels_impl.h (compiled per SIMD
-// target; needs its dot_u8s8 and half helpers). No std:: code in here.
+// Q4_0 and Q8_0 panels with Q8 activations and Q4_K, Q5_K and Q6_K panels with Q8_K activations.
+// Included by dot_kernels_impl.h (compiled per SIMD target; needs its dot_u8s8 and half helpers).
+// No std:: code in here.
 //
 // Per 32-element block, for each activation row: P[row] = sum(u * y) over the block by 4-byte
 // lanes, with u the codes as unsigned bytes (Q4_0: nibbles 0..15; Q8_0: code + 128 with VNNI, or
@@ -96,11 +97,17 @@ void panel_q8_block(int64_t k, const void* panel, const void* act, size_t stride
 inline __m256i bytes8_u(const uint8_t* p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
 inline __m256i bytes8_s(const uint8_t* p) { return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
 
-// Q4_K: y = d * sc[j] * q - dmin * m[j] per sub-block j of 32; the mins meet the activation
-// sub-block sums (bsums) once per super-block.
-template <int NX>
-void panel_q4_k(int64_t k, const void* panel, const void* act, size_t stride, float* out, size_t os) {
-  constexpr int64_t kBlock = 1184;
+// Bit `bit` of every byte of hb moved to bit 4 (0x10 or 0): Q5_K's fifth bit over a nibble.
+inline __m256i fifth_bit(__m256i hb, int bit) {
+  const __m256i m = _mm256_set1_epi8(0x10);
+  return bit <= 4 ? _mm256_and_si256(_mm256_slli_epi16(hb, 4 - bit), m) : _mm256_and_si256(_mm256_srli_epi16(hb, bit - 4), m);
+}
+
+// Q4_K / Q5_K (kFive): y = d * sc[j] * q - dmin * m[j] per sub-block j of 32; the mins meet the
+// activation sub-block sums (bsums) once per super-block. Q5_K's q gets bit j of its qh byte.
+template <bool kFive, int NX>
+void panel_q45_k(int64_t k, const void* panel, const void* act, size_t stride, float* out, size_t os) {
+  constexpr int64_t kBlock = kFive ? 1440 : 1184;
   const uint8_t* blk = static_cast<const uint8_t*>(panel);
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   __m256 acc[NX];
@@ -108,6 +115,7 @@ void panel_q4_k(int64_t k, const void* panel, const void* act, size_t stride, fl
   for (int64_t b = 0; b < k / kQK_K; ++b, blk += kBlock) {
     for (int l = 0; l < kBlock; l += 64) panel_prefetch(blk + l);
     const uint8_t* codes = blk + 160;
+    const uint8_t* qh = blk + 1184;  // Q5_K only
     __m256i sumi[NX], summ[NX];
     for (int r = 0; r < NX; ++r) sumi[r] = summ[r] = _mm256_setzero_si256();
     if constexpr (NX == 1) {
@@ -117,8 +125,14 @@ void panel_q4_k(int64_t k, const void* panel, const void* act, size_t stride, fl
         __m256i p_lo = _mm256_setzero_si256(), p_hi = _mm256_setzero_si256();
         for (int g = 0; g < 8; ++g) {
           const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + (8 * c + g) * 32));
-          p_lo = dot_u8s8(p_lo, _mm256_and_si256(raw, m4), bcast4(a.qs + 64 * c + 4 * g));
-          p_hi = dot_u8s8(p_hi, _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4), bcast4(a.qs + 64 * c + 32 + 4 * g));
+          __m256i lo = _mm256_and_si256(raw, m4), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+          if constexpr (kFive) {
+            const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh + g * 32));
+            lo = _mm256_or_si256(lo, fifth_bit(hb, 2 * c));
+            hi = _mm256_or_si256(hi, fifth_bit(hb, 2 * c + 1));
+          }
+          p_lo = dot_u8s8(p_lo, lo, bcast4(a.qs + 64 * c + 4 * g));
+          p_hi = dot_u8s8(p_hi, hi, bcast4(a.qs + 64 * c + 32 + 4 * g));
         }
         for (int half = 0; half < 2; ++half) {
           const int j = 2 * c + half;
@@ -133,7 +147,8 @@ void panel_q4_k(int64_t k, const void* panel, const void* act, size_t stride, fl
       for (int r = 0; r < NX; ++r) p[r] = _mm256_setzero_si256();
       for (int g = 0; g < 8; ++g) {
         const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + (8 * c + g) * 32));
-        const __m256i u = _mm256_and_si256(j % 2 ? _mm256_srli_epi16(raw, 4) : raw, m4);
+        __m256i u = _mm256_and_si256(j % 2 ? _mm256_srli_epi16(raw, 4) : raw, m4);
+        if constexpr (kFive) u = _mm256_or_si256(u, fifth_bit(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh + g * 32)), j));
         for (int r = 0; r < NX; ++r) p[r] = dot_u8s8(p[r], u, bcast4(act_q8k(act, stride, r)[b].qs + 32 * j + 4 * g));
       }
       const __m256i sc = bytes8_u(blk + 32 + 8 * j), mn = bytes8_u(blk + 96 + 8 * j);
@@ -220,7 +235,8 @@ void panel_q6_k(int64_t k, const void* panel, const void* act, size_t stride, fl
   for (int r = 0; r < NX; ++r) _mm256_storeu_ps(out + r * os, acc[r]);
 }
 
-template <int NX> struct PQ4_K { static void run(int64_t k, const void* w, const void* a, size_t s, float* o, size_t os) { panel_q4_k<NX>(k, w, a, s, o, os); } };
+template <int NX> struct PQ4_K { static void run(int64_t k, const void* w, const void* a, size_t s, float* o, size_t os) { panel_q45_k<false, NX>(k, w, a, s, o, os); } };
+template <int NX> struct PQ5_K { static void run(int64_t k, const void* w, const void* a, size_t s, float* o, size_t os) { panel_q45_k<true, NX>(k, w, a, s, o, os); } };
 template <int NX> struct PQ6_K { static void run(int64_t k, const void* w, const void* a, size_t s, float* o, size_t os) { panel_q6_k<NX>(k, w, a, s, o, os); } };
 template <int NX> struct PQ4_0 { static void run(int64_t k, const void* w, const void* a, size_t s, float* o, size_t os) { panel_q8_block<true, NX>(k, w, a, s, o, os); } };
 template <int NX> struct PQ8_0 { static void run(int64_t k, const void* w, const void* a, size_t s, float* o, size_t os) { panel_q8_block<false, NX>(k, w, a, s, o, os); } };

@@ -2,6 +2,7 @@
 #include "backend/cpu/panels.h"
 
 #include <cstring>
+#include <type_traits>
 
 #include "base/check.h"
 #include "gguf/quants.h"
@@ -27,11 +28,27 @@ size_t block_bytes(GgmlType type) {
     case GgmlType::kQ4_0: return sizeof(BlockQ4_0);
     case GgmlType::kQ8_0: return sizeof(BlockQ8_0);
     case GgmlType::kQ4_K: return sizeof(BlockQ4_K);
+    case GgmlType::kQ5_K: return sizeof(BlockQ5_K);
     default: return sizeof(BlockQ6_K);
   }
 }
 int64_t block_elems(GgmlType type) { return type == GgmlType::kQ4_0 || type == GgmlType::kQ8_0 ? 32 : kQK_K; }
-size_t panel_block_bytes(GgmlType type) { return type == GgmlType::kQ4_K ? 1184 : R * block_bytes(type); }
+size_t panel_block_bytes(GgmlType type) {
+  return type == GgmlType::kQ4_K ? 1184 : type == GgmlType::kQ5_K ? 1440 : R * block_bytes(type);
+}
+
+// Q4_K / Q5_K: d, dmin, the 6-bit scales and mins unpacked to bytes, the nibbles, (Q5_K) qh.
+template <typename Block>
+void pack_k45_block(const uint8_t* const* blk, uint8_t* dst) {
+  for (int r = 0; r < R; ++r) {
+    const auto* b = reinterpret_cast<const Block*>(blk[r]);
+    std::memcpy(dst + 2 * r, &b->d, 2);
+    std::memcpy(dst + 16 + 2 * r, &b->dmin, 2);
+    for (int j = 0; j < 8; ++j) get_scale_min_k4(j, b->scales, &dst[32 + j * R + r], &dst[96 + j * R + r]);
+  }
+  interleave4(blk, offsetof(Block, qs), 32, dst + 160);
+  if constexpr (std::is_same_v<Block, BlockQ5_K>) interleave4(blk, offsetof(Block, qh), 8, dst + 1184);
+}
 
 // One block of each row (blk[r]) into one panel block.
 void pack_block(GgmlType type, const uint8_t* const* blk, uint8_t* dst) {
@@ -41,15 +58,8 @@ void pack_block(GgmlType type, const uint8_t* const* blk, uint8_t* dst) {
       for (int r = 0; r < R; ++r) std::memcpy(dst + 2 * r, blk[r], 2);
       interleave4(blk, 2, type == GgmlType::kQ4_0 ? 4 : 8, dst + 16);
       return;
-    case GgmlType::kQ4_K:
-      for (int r = 0; r < R; ++r) {
-        const auto* b = reinterpret_cast<const BlockQ4_K*>(blk[r]);
-        std::memcpy(dst + 2 * r, &b->d, 2);
-        std::memcpy(dst + 16 + 2 * r, &b->dmin, 2);
-        for (int j = 0; j < 8; ++j) get_scale_min_k4(j, b->scales, &dst[32 + j * R + r], &dst[96 + j * R + r]);
-      }
-      interleave4(blk, offsetof(BlockQ4_K, qs), 32, dst + 160);
-      return;
+    case GgmlType::kQ4_K: return pack_k45_block<BlockQ4_K>(blk, dst);
+    case GgmlType::kQ5_K: return pack_k45_block<BlockQ5_K>(blk, dst);
     default:  // Q6_K
       for (int r = 0; r < R; ++r) {
         const auto* b = reinterpret_cast<const BlockQ6_K*>(blk[r]);
@@ -65,7 +75,8 @@ void pack_block(GgmlType type, const uint8_t* const* blk, uint8_t* dst) {
 }  // namespace
 
 bool has_panels(GgmlType type) {
-  return type == GgmlType::kQ4_0 || type == GgmlType::kQ8_0 || type == GgmlType::kQ4_K || type == GgmlType::kQ6_K;
+  return type == GgmlType::kQ4_0 || type == GgmlType::kQ8_0 || type == GgmlType::kQ4_K || type == GgmlType::kQ5_K ||
+         type == GgmlType::kQ6_K;
 }
 
 size_t panel_bytes(GgmlType type, int64_t k) {
@@ -84,7 +95,7 @@ void pack_panel(GgmlType type, const uint8_t* src, size_t src_stride, int64_t k,
 }
 
 void unpack_panel_row(GgmlType type, const uint8_t* panel, int64_t k, int row, uint8_t* dst) {
-  ONEBIT_CHECK(has_panels(type) && type != GgmlType::kQ4_K && k % block_elems(type) == 0);
+  ONEBIT_CHECK(has_panels(type) && type != GgmlType::kQ4_K && type != GgmlType::kQ5_K && k % block_elems(type) == 0);
   ONEBIT_CHECK(row >= 0 && row < R);
   const size_t bb = block_bytes(type), pb = panel_block_bytes(type);
   for (int64_t b = 0; b < k / block_elems(type); ++b, dst += bb) {

@@ -16,7 +16,7 @@ namespace onebit::cpu {
 
 inline constexpr int kPanelRows = 8;
 
-// True when `type` has a panel layout: Q4_0, Q8_0, Q4_K, Q6_K.
+// True when `type` has a panel layout: Q4_0, Q8_0, Q4_K, Q5_K, Q6_K.
 bool has_panels(GgmlType type);
 
 // Bytes of one panel of kPanelRows rows of k elements (k a multiple of the type's block).
@@ -30,13 +30,16 @@ size_t panel_bytes(GgmlType type, int64_t k);
 //   Q4_K (256 elements, 1184 bytes): d[row], dmin[row] (fp16), scale[j][row] and min[j][row] for
 //        sub-blocks j = 0..7 (6-bit values unpacked to bytes, 64 + 64), then for chunk c in 0..3,
 //        g in 0..7: qs[32c + 4g .. +3] of each row (low nibbles: sub-block 2c, high: 2c + 1).
+//   Q5_K (256 elements, 1440 bytes): Q4_K's 1184 bytes, then for g in 0..7: qh[4g .. +3] of each
+//        row (bit 2c of a byte is the fifth bit of its low-nibble element in chunk c, 2c + 1 of
+//        its high-nibble element).
 //   Q6_K (256 elements, 1680 bytes): d[row] (fp16), scales[j][row] (int8, j = 0..15), then ql: for
 //        half h, part p (0, 1), g in 0..7: ql[64h + 32p + 4g .. +3] of each row; then qh: for h,
 //        g in 0..7: qh[32h + 4g .. +3] of each row.
 void pack_panel(GgmlType type, const uint8_t* src, size_t src_stride, int64_t k, uint8_t* dst);
 
 // The inverse for one row (tests): row `row` of the panel back in GGUF block layout. Q4_0, Q8_0
-// and Q6_K only (Q4_K's 6-bit scales are stored unpacked).
+// and Q6_K only (Q4_K's and Q5_K's 6-bit scales are stored unpacked).
 void unpack_panel_row(GgmlType type, const uint8_t* panel, int64_t k, int row, uint8_t* dst);
 
 }  // namespace onebit::cpu
