@@ -169,13 +169,51 @@ void panel_q45_k(int64_t k, const void* panel, const void* act, size_t stride, f
   for (int r = 0; r < NX; ++r) _mm256_storeu_ps(out + r * os, acc[r]);
 }
 
+// Q6_K's high 2 bits of quarter T (bits 2T, 2T + 1 of each qh byte) moved to bits 4-5.
+template <int T>
+inline __m256i q6_k_high(__m256i hb) {
+  const __m256i m2 = _mm256_set1_epi8(0x30);
+  if constexpr (T == 0) return _mm256_and_si256(_mm256_slli_epi16(hb, 4), m2);
+  if constexpr (T == 1) return _mm256_and_si256(_mm256_slli_epi16(hb, 2), m2);
+  if constexpr (T == 2) return _mm256_and_si256(hb, m2);
+  return _mm256_and_si256(_mm256_srli_epi16(hb, 2), m2);
+}
+
+// Q6_K against NX activation rows: sub-blocks j = 8h + 2T + s and 8h + 2(T + 2) + s (quarters T
+// and T + 2 of half h, groups g = 4s .. 4s+3), from one load of their ql bytes and of qh.
+template <int T, int NX>
+inline void q6_k_quarter_pair(const uint8_t* ql, const uint8_t* qh, const uint8_t* blk, int64_t b, const void* act,
+                              size_t stride, int h, int s, __m256i* sumi) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  __m256i pa[NX], pb[NX];
+  for (int r = 0; r < NX; ++r) pa[r] = pb[r] = _mm256_setzero_si256();
+  for (int g = 4 * s; g < 4 * s + 4; ++g) {
+    const __m256i l = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + (16 * h + 8 * T + g) * 32));
+    const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh + (8 * h + g) * 32));
+    const __m256i ua = _mm256_or_si256(_mm256_and_si256(l, m4), q6_k_high<T>(hb));
+    const __m256i ub = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l, 4), m4), q6_k_high<T + 2>(hb));
+    for (int r = 0; r < NX; ++r) {
+      const int8_t* y = act_q8k(act, stride, r)[b].qs + 128 * h + 4 * g;
+      pa[r] = dot_u8s8(pa[r], ua, bcast4(y + 32 * T));
+      pb[r] = dot_u8s8(pb[r], ub, bcast4(y + 32 * (T + 2)));
+    }
+  }
+  const int ja = 8 * h + 2 * T + s, jb = ja + 4;
+  const __m256i sca = bytes8_s(blk + 16 + 8 * ja), scb = bytes8_s(blk + 16 + 8 * jb);
+  for (int r = 0; r < NX; ++r) {
+    const BlockQ8_K& a = act_q8k(act, stride, r)[b];
+    sumi[r] = _mm256_add_epi32(sumi[r], _mm256_mullo_epi32(_mm256_sub_epi32(pa[r], _mm256_set1_epi32(32 * a.bsums[ja])), sca));
+    sumi[r] = _mm256_add_epi32(sumi[r], _mm256_mullo_epi32(_mm256_sub_epi32(pb[r], _mm256_set1_epi32(32 * a.bsums[jb])), scb));
+  }
+}
+
 // Q6_K: y = d * sc[j] * (q - 32) per sub-block j of 16; the -32 meets the bsums per sub-block.
 // Element 128h + 32t + 4g + i (t = 0..3) is in ql part t % 2, nibble t / 2, with bits 2t of qh.
 template <int NX>
 void panel_q6_k(int64_t k, const void* panel, const void* act, size_t stride, float* out, size_t os) {
   constexpr int64_t kBlock = 1680;
   const uint8_t* blk = static_cast<const uint8_t*>(panel);
-  const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x30);
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
   __m256 acc[NX];
   for (int r = 0; r < NX; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t b = 0; b < k / kQK_K; ++b, blk += kBlock) {
@@ -195,10 +233,10 @@ void panel_q6_k(int64_t k, const void* panel, const void* act, size_t stride, fl
             const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + (16 * h + 8 + g) * 32));
             const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh + (8 * h + g) * 32));
             const int8_t* y = a.qs + 128 * h + 4 * g;
-            p[0] = dot_u8s8(p[0], _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), m2)), bcast4(y));
-            p[1] = dot_u8s8(p[1], _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), m2)), bcast4(y + 32));
-            p[2] = dot_u8s8(p[2], _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(hb, m2)), bcast4(y + 64));
-            p[3] = dot_u8s8(p[3], _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(hb, 2), m2)), bcast4(y + 96));
+            p[0] = dot_u8s8(p[0], _mm256_or_si256(_mm256_and_si256(l0, m4), q6_k_high<0>(hb)), bcast4(y));
+            p[1] = dot_u8s8(p[1], _mm256_or_si256(_mm256_and_si256(l1, m4), q6_k_high<1>(hb)), bcast4(y + 32));
+            p[2] = dot_u8s8(p[2], _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), q6_k_high<2>(hb)), bcast4(y + 64));
+            p[3] = dot_u8s8(p[3], _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), q6_k_high<3>(hb)), bcast4(y + 96));
           }
           for (int t = 0; t < 4; ++t) {
             const int j = 8 * h + 2 * t + s;
@@ -207,24 +245,13 @@ void panel_q6_k(int64_t k, const void* panel, const void* act, size_t stride, fl
           }
         }
       }
-    } else for (int j = 0; j < 16; ++j) {  // sub-block j of 16: half h, quarter t, groups g = 4s .. 4s+3
-      const int h = j / 8, t = (j % 8) / 2, s = j % 2;
-      __m256i p[NX];
-      for (int r = 0; r < NX; ++r) p[r] = _mm256_setzero_si256();
-      for (int g = 4 * s; g < 4 * s + 4; ++g) {
-        const __m256i l = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + (16 * h + 8 * (t % 2) + g) * 32));
-        const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh + (8 * h + g) * 32));
-        const __m256i lo = _mm256_and_si256(t / 2 ? _mm256_srli_epi16(l, 4) : l, m4);
-        const __m256i hi = _mm256_and_si256(t == 0 ? _mm256_slli_epi16(hb, 4) : t == 1 ? _mm256_slli_epi16(hb, 2)
-                                                   : t == 2 ? hb : _mm256_srli_epi16(hb, 2), m2);
-        const __m256i u = _mm256_or_si256(lo, hi);
-        for (int r = 0; r < NX; ++r) p[r] = dot_u8s8(p[r], u, bcast4(act_q8k(act, stride, r)[b].qs + 128 * h + 32 * t + 4 * g));
-      }
-      const __m256i sc = bytes8_s(blk + 16 + 8 * j);
-      for (int r = 0; r < NX; ++r) {
-        const __m256i off = _mm256_set1_epi32(32 * act_q8k(act, stride, r)[b].bsums[j]);
-        sumi[r] = _mm256_add_epi32(sumi[r], _mm256_mullo_epi32(_mm256_sub_epi32(p[r], off), sc));
-      }
+    } else {
+      // Prompt: quarters t and t + 2 share their ql bytes (low and high nibbles), all four the qh.
+      for (int h = 0; h < 2; ++h)
+        for (int s = 0; s < 2; ++s) {
+          q6_k_quarter_pair<0, NX>(ql, qh, blk, b, act, stride, h, s, sumi);
+          q6_k_quarter_pair<1, NX>(ql, qh, blk, b, act, stride, h, s, sumi);
+        }
     }
     const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)));
     for (int r = 0; r < NX; ++r) {
