@@ -97,10 +97,46 @@ void panel_q8_block(int64_t k, const void* panel, const void* act, size_t stride
 inline __m256i bytes8_u(const uint8_t* p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
 inline __m256i bytes8_s(const uint8_t* p) { return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
 
-// Bit `bit` of every byte of hb moved to bit 4 (0x10 or 0): Q5_K's fifth bit over a nibble.
-inline __m256i fifth_bit(__m256i hb, int bit) {
+// Bit `Bit` of every byte of hb moved to bit 4 (0x10 or 0): Q5_K's fifth bit over a nibble.
+template <int Bit>
+inline __m256i fifth_bit(__m256i hb) {
   const __m256i m = _mm256_set1_epi8(0x10);
-  return bit <= 4 ? _mm256_and_si256(_mm256_slli_epi16(hb, 4 - bit), m) : _mm256_and_si256(_mm256_srli_epi16(hb, bit - 4), m);
+  if constexpr (Bit <= 4) return _mm256_and_si256(_mm256_slli_epi16(hb, 4 - Bit), m);
+  return _mm256_and_si256(_mm256_srli_epi16(hb, Bit - 4), m);
+}
+
+// Q4_K / Q5_K chunk C of super-block b against NX activation rows: each code load feeds
+// sub-blocks 2C (low nibbles) and 2C + 1 (high nibbles); adds their scaled sums and mins.
+template <bool kFive, int C, int NX>
+inline void q45_k_chunk(const uint8_t* blk, int64_t b, const void* act, size_t stride, __m256i* sumi, __m256i* summ) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const uint8_t* codes = blk + 160;
+  const uint8_t* qh = blk + 1184;  // Q5_K only
+  __m256i p_lo[NX], p_hi[NX];
+  for (int r = 0; r < NX; ++r) p_lo[r] = p_hi[r] = _mm256_setzero_si256();
+  for (int g = 0; g < 8; ++g) {
+    const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + (8 * C + g) * 32));
+    __m256i lo = _mm256_and_si256(raw, m4), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+    if constexpr (kFive) {
+      const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh + g * 32));
+      lo = _mm256_or_si256(lo, fifth_bit<2 * C>(hb));
+      hi = _mm256_or_si256(hi, fifth_bit<2 * C + 1>(hb));
+    }
+    for (int r = 0; r < NX; ++r) {
+      const int8_t* y = act_q8k(act, stride, r)[b].qs + 64 * C + 4 * g;
+      p_lo[r] = dot_u8s8(p_lo[r], lo, bcast4(y));
+      p_hi[r] = dot_u8s8(p_hi[r], hi, bcast4(y + 32));
+    }
+  }
+  for (int half = 0; half < 2; ++half) {
+    const int j = 2 * C + half;
+    const __m256i sc = bytes8_u(blk + 32 + 8 * j), mn = bytes8_u(blk + 96 + 8 * j);
+    for (int r = 0; r < NX; ++r) {
+      const BlockQ8_K& a = act_q8k(act, stride, r)[b];
+      sumi[r] = _mm256_add_epi32(sumi[r], _mm256_mullo_epi32(half ? p_hi[r] : p_lo[r], sc));
+      summ[r] = _mm256_add_epi32(summ[r], _mm256_mullo_epi32(mn, _mm256_set1_epi32(a.bsums[2 * j] + a.bsums[2 * j + 1])));
+    }
+  }
 }
 
 // Q4_K / Q5_K (kFive): y = d * sc[j] * q - dmin * m[j] per sub-block j of 32; the mins meet the
@@ -109,55 +145,16 @@ template <bool kFive, int NX>
 void panel_q45_k(int64_t k, const void* panel, const void* act, size_t stride, float* out, size_t os) {
   constexpr int64_t kBlock = kFive ? 1440 : 1184;
   const uint8_t* blk = static_cast<const uint8_t*>(panel);
-  const __m256i m4 = _mm256_set1_epi8(0x0F);
   __m256 acc[NX];
   for (int r = 0; r < NX; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t b = 0; b < k / kQK_K; ++b, blk += kBlock) {
     for (int l = 0; l < kBlock; l += 64) panel_prefetch(blk + l);
-    const uint8_t* codes = blk + 160;
-    const uint8_t* qh = blk + 1184;  // Q5_K only
     __m256i sumi[NX], summ[NX];
     for (int r = 0; r < NX; ++r) sumi[r] = summ[r] = _mm256_setzero_si256();
-    if constexpr (NX == 1) {
-      // Decode: each code load feeds both sub-blocks of its chunk (two chains, half the loads).
-      const BlockQ8_K& a = act_q8k(act, stride, 0)[b];
-      for (int c = 0; c < 4; ++c) {
-        __m256i p_lo = _mm256_setzero_si256(), p_hi = _mm256_setzero_si256();
-        for (int g = 0; g < 8; ++g) {
-          const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + (8 * c + g) * 32));
-          __m256i lo = _mm256_and_si256(raw, m4), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
-          if constexpr (kFive) {
-            const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh + g * 32));
-            lo = _mm256_or_si256(lo, fifth_bit(hb, 2 * c));
-            hi = _mm256_or_si256(hi, fifth_bit(hb, 2 * c + 1));
-          }
-          p_lo = dot_u8s8(p_lo, lo, bcast4(a.qs + 64 * c + 4 * g));
-          p_hi = dot_u8s8(p_hi, hi, bcast4(a.qs + 64 * c + 32 + 4 * g));
-        }
-        for (int half = 0; half < 2; ++half) {
-          const int j = 2 * c + half;
-          sumi[0] = _mm256_add_epi32(sumi[0], _mm256_mullo_epi32(half ? p_hi : p_lo, bytes8_u(blk + 32 + 8 * j)));
-          summ[0] = _mm256_add_epi32(summ[0], _mm256_mullo_epi32(bytes8_u(blk + 96 + 8 * j),
-                                                                 _mm256_set1_epi32(a.bsums[2 * j] + a.bsums[2 * j + 1])));
-        }
-      }
-    } else for (int j = 0; j < 8; ++j) {  // sub-block j: chunk c = j / 2, low (j even) or high nibbles
-      const int c = j / 2;
-      __m256i p[NX];
-      for (int r = 0; r < NX; ++r) p[r] = _mm256_setzero_si256();
-      for (int g = 0; g < 8; ++g) {
-        const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + (8 * c + g) * 32));
-        __m256i u = _mm256_and_si256(j % 2 ? _mm256_srli_epi16(raw, 4) : raw, m4);
-        if constexpr (kFive) u = _mm256_or_si256(u, fifth_bit(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh + g * 32)), j));
-        for (int r = 0; r < NX; ++r) p[r] = dot_u8s8(p[r], u, bcast4(act_q8k(act, stride, r)[b].qs + 32 * j + 4 * g));
-      }
-      const __m256i sc = bytes8_u(blk + 32 + 8 * j), mn = bytes8_u(blk + 96 + 8 * j);
-      for (int r = 0; r < NX; ++r) {
-        const BlockQ8_K& a = act_q8k(act, stride, r)[b];
-        sumi[r] = _mm256_add_epi32(sumi[r], _mm256_mullo_epi32(p[r], sc));
-        summ[r] = _mm256_add_epi32(summ[r], _mm256_mullo_epi32(mn, _mm256_set1_epi32(a.bsums[2 * j] + a.bsums[2 * j + 1])));
-      }
-    }
+    q45_k_chunk<kFive, 0, NX>(blk, b, act, stride, sumi, summ);
+    q45_k_chunk<kFive, 1, NX>(blk, b, act, stride, sumi, summ);
+    q45_k_chunk<kFive, 2, NX>(blk, b, act, stride, sumi, summ);
+    q45_k_chunk<kFive, 3, NX>(blk, b, act, stride, sumi, summ);
     const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)));
     const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16)));
     for (int r = 0; r < NX; ++r) {
