@@ -1,14 +1,18 @@
 // `1bit run -m FILE -p PROMPT`: one completion with the native engine, streamed to stdout as the
-// tokens come (whole UTF-8 characters only). Timings go to stderr.
+// tokens come (whole UTF-8 characters only). Timings go to stderr. Without -p: an interactive chat
+// with the model's chat template (run_chat.h).
 #include <cmath>
 #include <cstdio>
 #include <random>
 #include <string>
 
+#include <unistd.h>
+
 #include "backend/backend.h"
 #include "backend/cpu/cpu_backend.h"
 #include "cli/command.h"
 #include "cli/default_model.h"
+#include "cli/run_chat.h"
 #include "engine/generate.h"
 #include "engine/utf8.h"
 #include "gguf/gguf_reader.h"
@@ -47,11 +51,8 @@ int run(const ParsedArgs& args) {
     if (!model.ok()) return usage_error(kCmd, model.message());
     path = *model;
   }
-  if (!args.has("prompt")) {
-    return usage_error(kCmd, "interactive chat needs the chat template support that is not built yet; "
-                             "give a prompt with -p PROMPT");
-  }
-  auto n_predict = args.get_int("n-predict", 128, 0, 1 << 24);
+  const bool chat = !args.has("prompt");
+  auto n_predict = args.get_int("n-predict", chat ? 512 : 128, 0, 1 << 24);
   if (!n_predict.ok()) return usage_error(kCmd, n_predict.message());
   auto n_ctx = args.get_int("ctx-size", 0, 0, 1 << 24);
   if (!n_ctx.ok()) return usage_error(kCmd, n_ctx.message());
@@ -66,6 +67,16 @@ int run(const ParsedArgs& args) {
   if (!tokenizer.ok()) return failure(kCmd, path + ": vocabulary: " + tokenizer.message());
   if (args.has("backend") && args.get("backend") != "cpu" && args.get("backend") != "reference") return usage_error(kCmd, "--backend is cpu or reference, not '" + args.get("backend") + "'");
   auto backend = args.get("backend") == "reference" ? make_reference_backend() : make_cpu_backend(*threads);
+  std::string chat_template;
+  if (chat) {
+    if (!file->find("tokenizer.chat_template")) {
+      return usage_error(kCmd, path + " has no chat template (tokenizer.chat_template) for an interactive chat; "
+                               "give a prompt with -p PROMPT");
+    }
+    auto source = file->get_string("tokenizer.chat_template");
+    if (!source.ok()) return failure(kCmd, path + ": tokenizer.chat_template: " + source.message());
+    chat_template = *source;
+  }
   auto model = Model::load(*file, *backend);
   if (!model.ok()) return failure(kCmd, path + ": " + model.message());
 
@@ -81,6 +92,17 @@ int run(const ParsedArgs& args) {
                    name.data(), layer, static_cast<long long>(rows), static_cast<long long>(cols), sum,
                    d.empty() ? 0.0 : std::sqrt(sum_sq / d.size()));
     });
+  }
+  if (chat) {
+    ChatOptions chat_options;
+    chat_options.template_source = chat_template;
+    chat_options.system = args.get("system");
+    chat_options.generate.n_predict = static_cast<int32_t>(*n_predict);
+    chat_options.generate.n_ctx = static_cast<int32_t>(*n_ctx);
+    chat_options.generate.sampler = *sampling;
+    chat_options.generate.is_end = [&](TokenId t) { return tokenizer->is_end_of_generation(t); };
+    chat_options.show_prompt = ::isatty(::fileno(stdin)) != 0;
+    return run_chat(**model, *tokenizer, chat_options, stdin, stdout);
   }
   const std::string prompt = args.get("prompt");
   EncodeOptions enc;
@@ -123,11 +145,13 @@ int run(const ParsedArgs& args) {
 Command run_command() {
   return {kCmd,
           "generate a completion with the native engine",
-          "1bit run -m FILE.gguf -p PROMPT [-n N] [--temp T] [--seed S] [--top-k K] [--top-p P] [--min-p P]",
+          "1bit run -m FILE.gguf [-p PROMPT] [-n N] [--temp T] [--seed S] [--top-k K] [--top-p P] [--min-p P]\n"
+          "  without -p: a chat on stdin, one user message a line (/clear starts over, /exit or EOF ends)",
           {
               {"model", 'm', "FILE", "the GGUF model (default: models/onebit-20m-q8_0.gguf)"},
-              {"prompt", 'p', "TEXT", "the prompt (printed, then the completion)"},
-              {"n-predict", 'n', "N", "tokens to generate at most (default 128)"},
+              {"prompt", 'p', "TEXT", "the prompt (printed, then the completion); without it, a chat"},
+              {"system", 0, "TEXT", "chat: a system message first"},
+              {"n-predict", 'n', "N", "tokens to generate at most (default 128; a chat reply: 512)"},
               {"ctx-size", 'c', "N", "context positions (default prompt + N)"},
               {"temp", 0, "T", "temperature; 0 = greedy (default 0.8)"},
               {"seed", 0, "S", "random seed (default: random); same seed, same output"},

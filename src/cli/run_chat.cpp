@@ -1,0 +1,97 @@
+#include "cli/run_chat.h"
+
+#include <nlohmann/json.hpp>
+
+#include "engine/utf8.h"
+#include "template/template.h"
+
+namespace onebit::cli {
+namespace {
+
+using nlohmann::ordered_json;
+
+// One line of `in` without its newline; false at EOF with nothing read.
+bool read_line(std::FILE* in, std::string& line) {
+  line.clear();
+  int c;
+  while ((c = std::fgetc(in)) != EOF && c != '\n') line.push_back(static_cast<char>(c));
+  if (!line.empty() && line.back() == '\r') line.pop_back();
+  return c != EOF || !line.empty();
+}
+
+// The rendered conversation as tokens: BOS first unless the template wrote the BOS text itself.
+std::vector<TokenId> encode_rendered(const Tokenizer& tokenizer, const std::string& rendered) {
+  EncodeOptions enc;
+  enc.add_bos = tokenizer.adds_bos();
+  if (enc.add_bos && tokenizer.bos_id() >= 0 && rendered.rfind(tokenizer.token_text(tokenizer.bos_id()), 0) == 0) {
+    enc.add_bos = false;
+  }
+  return tokenizer.encode(rendered, enc);
+}
+
+}  // namespace
+
+int run_chat(Model& model, const Tokenizer& tokenizer, const ChatOptions& options, std::FILE* in, std::FILE* out) {
+  auto tmpl = ChatTemplate::parse(options.template_source);
+  if (!tmpl.ok()) {
+    std::fprintf(stderr, "1bit run: tokenizer.chat_template: %s\n", tmpl.message().c_str());
+    return 1;
+  }
+  ChatInputs inputs;
+  inputs.kwargs = ordered_json::object();
+  if (tokenizer.bos_id() >= 0) inputs.kwargs["bos_token"] = std::string(tokenizer.token_text(tokenizer.bos_id()));
+  if (tokenizer.eos_id() >= 0) inputs.kwargs["eos_token"] = std::string(tokenizer.token_text(tokenizer.eos_id()));
+  auto reset = [&] {
+    inputs.messages = ordered_json::array();
+    if (!options.system.empty()) inputs.messages.push_back({{"role", "system"}, {"content", options.system}});
+  };
+  reset();
+
+  std::string line;
+  while (true) {
+    if (options.show_prompt) {
+      std::fputs("> ", out);
+      std::fflush(out);
+    }
+    if (!read_line(in, line) || line == "/exit" || line == "/quit") break;
+    if (line == "/clear") {
+      reset();
+      continue;
+    }
+    if (line.empty()) continue;
+    inputs.messages.push_back({{"role", "user"}, {"content", line}});
+    auto rendered = tmpl->render_chat(inputs);
+    if (!rendered.ok()) {
+      std::fprintf(stderr, "1bit run: chat template: %s\n", rendered.message().c_str());
+      return 1;
+    }
+    const std::vector<TokenId> ids = encode_rendered(tokenizer, *rendered);
+
+    // Stream whole UTF-8 characters; keep the reply's text for the next turn's history.
+    std::string reply, pending;
+    auto stats = generate(model, ids, options.generate, [&](TokenId t) {
+      if (tokenizer.is_end_of_generation(t)) return false;
+      pending += tokenizer.token_to_piece(t);
+      const size_t n = utf8_complete_prefix(pending);
+      std::fwrite(pending.data(), 1, n, out);
+      std::fflush(out);
+      reply.append(pending, 0, n);
+      pending.erase(0, n);
+      return true;
+    });
+    std::fwrite(pending.data(), 1, pending.size(), out);
+    reply += pending;
+    std::fputs("\n", out);
+    std::fflush(out);
+    if (!stats.ok()) {  // nothing was generated (the prompt does not fit): the message is dropped
+      std::fprintf(stderr, "1bit run: %s; the conversation is %zu tokens with this message, which was not "
+                           "added (/clear starts over; -n sets the reply limit)\n", stats.message().c_str(), ids.size());
+      inputs.messages.erase(inputs.messages.size() - 1);
+      continue;
+    }
+    inputs.messages.push_back({{"role", "assistant"}, {"content", reply}});
+  }
+  return 0;
+}
+
+}  // namespace onebit::cli
