@@ -74,14 +74,7 @@ ApiResult<std::vector<TokenId>> ApiService::prompt_tokens(const CompletionReques
   } else {
     rendered = r.prompt_text;
   }
-  EncodeOptions enc;
-  enc.add_bos = tokenizer_.adds_bos();
-  // A template that writes the BOS text itself must not get a second one.
-  if (enc.add_bos && special_tokens_.contains("bos_token") &&
-      rendered.rfind(special_tokens_["bos_token"].get<std::string>(), 0) == 0) {
-    enc.add_bos = false;
-  }
-  std::vector<TokenId> ids = tokenizer_.encode(rendered, enc);
+  std::vector<TokenId> ids = encode_rendered_chat(tokenizer_, rendered);
   if (ids.empty()) return invalid_request("the prompt is empty (no tokens); give some text");
   return ids;
 }

@@ -19,16 +19,6 @@ bool read_line(std::FILE* in, std::string& line) {
   return c != EOF || !line.empty();
 }
 
-// The rendered conversation as tokens: BOS first unless the template wrote the BOS text itself.
-std::vector<TokenId> encode_rendered(const Tokenizer& tokenizer, const std::string& rendered) {
-  EncodeOptions enc;
-  enc.add_bos = tokenizer.adds_bos();
-  if (enc.add_bos && tokenizer.bos_id() >= 0 && rendered.rfind(tokenizer.token_text(tokenizer.bos_id()), 0) == 0) {
-    enc.add_bos = false;
-  }
-  return tokenizer.encode(rendered, enc);
-}
-
 }  // namespace
 
 int run_chat(Model& model, const Tokenizer& tokenizer, const ChatOptions& options, std::FILE* in, std::FILE* out) {
@@ -65,7 +55,7 @@ int run_chat(Model& model, const Tokenizer& tokenizer, const ChatOptions& option
       std::fprintf(stderr, "1bit run: chat template: %s\n", rendered.message().c_str());
       return 1;
     }
-    const std::vector<TokenId> ids = encode_rendered(tokenizer, *rendered);
+    const std::vector<TokenId> ids = encode_rendered_chat(tokenizer, *rendered);
 
     // Stream whole UTF-8 characters; keep the reply's text for the next turn's history.
     std::string reply, pending;

@@ -304,4 +304,11 @@ bool Tokenizer::is_end_of_generation(TokenId id) const {
   return false;
 }
 
+std::vector<TokenId> encode_rendered_chat(const Tokenizer& tokenizer, std::string_view rendered) {
+  EncodeOptions enc;
+  enc.add_bos = tokenizer.adds_bos() && tokenizer.bos_id() >= 0 &&
+                !rendered.starts_with(tokenizer.token_text(tokenizer.bos_id()));
+  return tokenizer.encode(rendered, enc);
+}
+
 }  // namespace onebit

@@ -73,4 +73,8 @@ class Tokenizer {
   std::unique_ptr<TokenizerImpl> impl_;
 };
 
+// A prompt rendered by a chat template as tokens: BOS first when the vocabulary adds one, unless
+// the template already wrote the BOS text at the start (no second BOS); special tokens parsed.
+std::vector<TokenId> encode_rendered_chat(const Tokenizer& tokenizer, std::string_view rendered);
+
 }  // namespace onebit
