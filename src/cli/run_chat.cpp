@@ -1,5 +1,7 @@
 #include "cli/run_chat.h"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "engine/utf8.h"
@@ -58,8 +60,15 @@ int run_chat(Model& model, const Tokenizer& tokenizer, const ChatOptions& option
     const std::vector<TokenId> ids = encode_rendered_chat(tokenizer, *rendered);
 
     // Stream whole UTF-8 characters; keep the reply's text for the next turn's history.
+    // A reply gets what is left of the context, up to -n: a long chat shortens its replies before
+    // a message has to be refused.
+    GenerateOptions turn = options.generate;
+    const int64_t context = turn.n_ctx > 0 ? turn.n_ctx : model.config().context_length;
+    if (context > static_cast<int64_t>(ids.size())) {
+      turn.n_predict = static_cast<int32_t>(std::min<int64_t>(turn.n_predict, context - static_cast<int64_t>(ids.size())));
+    }
     std::string reply, pending;
-    auto stats = generate(model, ids, options.generate, [&](TokenId t) {
+    auto stats = generate(model, ids, turn, [&](TokenId t) {
       if (tokenizer.is_end_of_generation(t)) return false;
       pending += tokenizer.token_to_piece(t);
       const size_t n = utf8_complete_prefix(pending);

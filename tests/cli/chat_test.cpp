@@ -92,6 +92,17 @@ TEST_F(Chat, MessageBeyondTheContextIsReportedAndTheChatGoesOn) {
   EXPECT_EQ(r.out, "\n" + completion_of(json::array({{{"role", "user"}, {"content", "Hello there"}}})));
 }
 
+TEST_F(Chat, ReplyIsCutToTheContextLeft) {
+  auto r = chat("Hello there\n", "-c 36");  // a prompt of ~10 tokens leaves fewer than -n 40
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.find("was not added"), std::string::npos) << r.err;
+  const std::string full = completion_of(json::array({{{"role", "user"}, {"content", "Hello there"}}}));
+  ASSERT_FALSE(r.out.empty());
+  const std::string reply = r.out.substr(0, r.out.size() - 1);  // greedy: a prefix of the full reply
+  EXPECT_LT(reply.size() + 1, full.size()) << r.out;
+  EXPECT_EQ(full.rfind(reply, 0), 0u) << "chat:\n" << r.out << "\nfull:\n" << full;
+}
+
 TEST(ChatErrors, ModelWithoutTemplateIsAUsageError) {
   const std::string stories = testing::testdata_path("models/stories260K.gguf");
   if (!std::filesystem::exists(stories)) GTEST_SKIP() << "missing " << stories;
