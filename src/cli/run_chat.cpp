@@ -53,13 +53,13 @@ int run_chat(Model& model, const Tokenizer& tokenizer, const ChatOptions& option
     if (line.empty()) continue;
     inputs.messages.push_back({{"role", "user"}, {"content", line}});
     auto rendered = tmpl->render_chat(inputs);
-    if (!rendered.ok()) {
-      std::fprintf(stderr, "1bit run: chat template: %s\n", rendered.message().c_str());
-      return 1;
+    if (!rendered.ok()) {  // e.g. a template's raise_exception: the message is dropped
+      std::fprintf(stderr, "1bit run: chat template: %s; the message was not added\n", rendered.message().c_str());
+      inputs.messages.erase(inputs.messages.size() - 1);
+      continue;
     }
     const std::vector<TokenId> ids = encode_rendered_chat(tokenizer, *rendered);
 
-    // Stream whole UTF-8 characters; keep the reply's text for the next turn's history.
     // A reply gets what is left of the context, up to -n: a long chat shortens its replies before
     // a message has to be refused.
     GenerateOptions turn = options.generate;
@@ -67,6 +67,7 @@ int run_chat(Model& model, const Tokenizer& tokenizer, const ChatOptions& option
     if (context > static_cast<int64_t>(ids.size())) {
       turn.n_predict = static_cast<int32_t>(std::min<int64_t>(turn.n_predict, context - static_cast<int64_t>(ids.size())));
     }
+    // Stream whole UTF-8 characters; keep the reply's text for the next turn's history.
     std::string reply, pending;
     auto stats = generate(model, ids, turn, [&](TokenId t) {
       if (tokenizer.is_end_of_generation(t)) return false;
@@ -82,7 +83,7 @@ int run_chat(Model& model, const Tokenizer& tokenizer, const ChatOptions& option
     reply += pending;
     std::fputs("\n", out);
     std::fflush(out);
-    if (!stats.ok()) {  // nothing was generated (the prompt does not fit): the message is dropped
+    if (!stats.ok()) {  // the prompt does not fit (nothing was generated): the message is dropped
       std::fprintf(stderr, "1bit run: %s; the conversation is %zu tokens with this message, which was not "
                            "added (/clear starts over; -n sets the reply limit)\n", stats.message().c_str(), ids.size());
       inputs.messages.erase(inputs.messages.size() - 1);

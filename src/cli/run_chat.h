@@ -20,8 +20,8 @@ struct ChatOptions {
 };
 
 // Reads lines from `in` until EOF or "/exit"; "/clear" forgets the conversation. Returns the
-// process exit code (1 for a template that cannot render); a message that does not fit the
-// context is reported on stderr and left out, and the chat goes on.
+// process exit code (1 for a template that does not parse). A message that the template refuses
+// or that does not fit the context is reported on stderr and left out, and the chat goes on.
 int run_chat(Model& model, const Tokenizer& tokenizer, const ChatOptions& options, std::FILE* in, std::FILE* out);
 
 }  // namespace onebit::cli
