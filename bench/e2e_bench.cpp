@@ -31,7 +31,7 @@ double now_s() {
 // Streaming read of a buffer of `bytes` (allocated as the repacked weights are, so with huge pages
 // where the kernel gives them) split over n_threads: AVX2 loads, 4 independent sums so the loop is
 // bound by memory, not by add latency, each pass once with hardware prefetch alone and once with a
-// software prefetch 4 KiB ahead as the kernels do (which reads ~20% faster with one thread here).
+// software prefetch 4 KiB ahead as the kernels do (one thread sometimes reads faster with it).
 // measure() returns GB/s (1e9 bytes/s), the best of `passes` x both loops.
 class ReadBandwidth {
  public:

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # End-to-end benchmark of the CPU backend on a TinyLlama-1.1B-shaped random model (docs/bench.md).
 # Usage: bench/run_e2e.sh BUILD_DIR [WORK_DIR] [REPS]
-# Makes the model (F16, then Q4_0 / Q8_0 / Q4_K_M / Q5_K_M) once, then prints one table row per type and
-# thread count: pp512 and tg128 tok/s (best / median of REPS), weight GB per token, measured read
+# Makes the model (F16, then Q4_0 / Q8_0 / Q4_K_M / Q5_K_M) once, then prints one table row per
+# type and thread count: pp512 and tg128 tok/s (best / median of REPS), weight GB per token, measured read
 # bandwidth (GB/s), the decode roofline (tok/s) and decode as a fraction of it (best / median).
 set -euo pipefail
 build=${1:?usage: bench/run_e2e.sh BUILD_DIR [WORK_DIR] [REPS]}

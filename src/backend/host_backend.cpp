@@ -106,4 +106,3 @@ void HostBackend::read(const Tensor& src, void* dst) {
 }
 
 }  // namespace onebit
-
