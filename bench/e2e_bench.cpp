@@ -130,12 +130,10 @@ int run(int argc, char** argv) {
   for (int i = 0; i < pp; ++i) prompt[size_t(i)] = TokenId((i * 7919 + 13) % vocab);
 
   // Warm-up: one short pass maps the weights in (page faults are not what we measure).
-  Batch warm{{BatchSequence{&*kv, std::span<const TokenId>(prompt.data(), 1), false}}};
-  if (!(*model)->forward(warm, logits).ok()) return 1;
+  if (!(*model)->forward(*kv, std::span<const TokenId>(prompt.data(), 1), false, logits).ok()) return 1;
   for (int i = 0; i < 2 && tg > 0; ++i) {
     TokenId t = 1;
-    Batch b{{BatchSequence{&*kv, std::span<const TokenId>(&t, 1), false}}};
-    if (!(*model)->forward(b, logits).ok()) return 1;
+    if (!(*model)->forward(*kv, std::span<const TokenId>(&t, 1), false, logits).ok()) return 1;
   }
 
   // Each repetition measures the read bandwidth right before its decode run and divides by it, so a
@@ -145,9 +143,8 @@ int run(int argc, char** argv) {
   std::vector<double> pp_rates, tg_rates, bw_rates, fractions;
   for (int r = 0; r < reps; ++r) {
     kv->n_past = 0;
-    Batch b{{BatchSequence{&*kv, prompt, false}}};
     const double t0 = now_s();
-    if (!(*model)->forward(b, logits).ok()) return 1;
+    if (!(*model)->forward(*kv, prompt, false, logits).ok()) return 1;
     pp_rates.push_back(pp / (now_s() - t0));
 
     kv->n_past = 0;
@@ -155,8 +152,7 @@ int run(int argc, char** argv) {
     bw_rates.push_back(bandwidth.measure(threads, 2));
     const double t1 = now_s();
     for (int i = 0; i < tg; ++i) {
-      Batch d{{BatchSequence{&*kv, std::span<const TokenId>(&tok, 1), false}}};
-      if (!(*model)->forward(d, logits).ok()) return 1;
+      if (!(*model)->forward(*kv, std::span<const TokenId>(&tok, 1), false, logits).ok()) return 1;
       tok = TokenId(std::max_element(logits.begin(), logits.end()) - logits.begin());
     }
     tg_rates.push_back(tg / (now_s() - t1));

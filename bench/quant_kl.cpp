@@ -102,8 +102,7 @@ Result<RunOutput> run_model(const std::string& path, const std::vector<TokenId>&
   std::vector<float> chunk_logits;
   for (size_t at = 0; at < tokens.size(); at += size_t(o.chunk)) {
     const size_t n = std::min(tokens.size() - at, size_t(o.chunk));
-    Batch b{{BatchSequence{&kv, std::span<const TokenId>(tokens.data() + at, n), true}}};
-    ONEBIT_TRY(model->forward(b, chunk_logits));
+    ONEBIT_TRY(model->forward(kv, std::span<const TokenId>(tokens.data() + at, n), true, chunk_logits));
     r.logits.insert(r.logits.end(), chunk_logits.begin(), chunk_logits.end());
   }
   model->free_kv_cache(kv);

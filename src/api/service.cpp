@@ -105,6 +105,7 @@ ApiResult<std::unique_ptr<Completion>> ApiService::start_completion(const std::s
   seq.sampler.seed = r.seed ? *r.seed : std::random_device{}();
   seq.cache_prompt = r.cache_prompt;
   seq.ignore_eos = r.ignore_eos;
+  seq.pool = options_.pool;
   if (auto st = validate(seq.sampler); !st.ok()) return invalid_request(st.message());
   auto handle = engine_.submit(std::move(seq));
   if (!handle.ok()) return ApiError{ApiErrorKind::kUnavailable, handle.message()};
@@ -176,7 +177,7 @@ json ApiService::props() const {
   return {{"default_generation_settings",
            {{"n_ctx", engine_.n_ctx()},
             {"params", {{"temperature", d.temperature}, {"top_k", d.top_k}, {"top_p", d.top_p}, {"min_p", d.min_p}}}}},
-          {"total_slots", engine_.state().slot_task.size()},
+          {"total_slots", engine_.layout().pool_slots.at(static_cast<size_t>(options_.pool))},
           {"model_alias", options_.alias},
           {"model_path", options_.model_path},
           {"chat_template", safe_dump_string(options_.template_source)},
@@ -186,14 +187,18 @@ json ApiService::props() const {
 }
 
 json ApiService::slots() const {
-  EngineState s = engine_.state();
+  const EngineState s = engine_.state();
   json out = json::array();
-  for (size_t i = 0; i < s.slot_task.size(); ++i) {
-    out.push_back({{"id", i},
+  for (const SequenceState& q : s.sequences) {
+    out.push_back({{"id_task", q.id},
+                   {"pool", q.pool == 0 ? "primary" : "overflow"},
                    {"n_ctx", engine_.n_ctx()},
-                   {"is_processing", s.slot_task[i] >= 0},
-                   {"id_task", s.slot_task[i]},
-                   {"n_cached_tokens", s.slot_n_cached[i]}});
+                   {"state", q.state},
+                   {"is_processing", q.state != "waiting"},
+                   {"n_prompt_tokens", q.n_prompt},
+                   {"n_tokens", q.n_tokens},
+                   {"n_computed", q.n_computed},
+                   {"n_cached_tokens", q.n_cached}});
   }
   return out;
 }

@@ -22,6 +22,7 @@ struct ServiceOptions {
   std::string alias;              // the model name in replies
   std::string model_path;         // for /props
   std::string template_source;    // tokenizer.chat_template; empty: the model has none
+  int32_t pool = 0;               // the engine's slot pool this service submits to (--adaptive)
 };
 
 class ApiService {

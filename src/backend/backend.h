@@ -74,6 +74,20 @@ struct AttentionParams {
   int32_t first_pos = 0;     // position of query row 0; query row i sees keys 0 .. first_pos + i
 };
 
+// Attention over a paged K/V pool. The keys and values of many sequences live in blocks of
+// `block_size` consecutive rows of one pool tensor per layer ([n_blocks * block_size, n_kv_heads *
+// head_dim], F16 or F32). A sequence's key j is pool row block_table[j / block_size] * block_size
+// + j % block_size. One call serves a batch of query rows of several sequences (prefill chunks and
+// decode tokens mixed); each query row is computed alone, in a fixed order over its keys, so its
+// result does not depend on the rest of the batch.
+struct PagedAttentionParams {
+  int32_t n_heads = 0;
+  int32_t n_kv_heads = 0;    // divides n_heads (GQA)
+  int32_t head_dim = 0;
+  float scale = 1.0f;
+  int32_t block_size = 0;    // pool rows per block
+};
+
 // A compute backend. Ops are enqueued in call order and may run asynchronously: host memory given
 // to write/read must stay valid until synchronize() returns. Outputs never alias inputs unless an
 // op says so. Shapes are checked with CHECKs: a wrong shape is a bug in the caller (the model
@@ -88,7 +102,7 @@ class Backend {
   // life (a mapped file): a host backend aliases them (no copy), a device backend uploads them.
   virtual Result<Tensor> weight_from_host(GgmlType type, int64_t n_rows, int64_t n_cols,
                                           std::span<const uint8_t> bytes) = 0;
-  // A new zeroed tensor [n_rows, n_cols] of F32 or I32 owned by the backend until it is destroyed.
+  // A new zeroed tensor [n_rows, n_cols] of F32, F16 or I32 owned by the backend until it is destroyed.
   // Errors when the memory cannot be allocated.
   virtual Result<Tensor> alloc(GgmlType type, int64_t n_rows, int64_t n_cols) = 0;
   // Returns a tensor's buffer (from alloc or weight_from_host) to the backend; every view of it
@@ -115,8 +129,19 @@ class Backend {
   virtual void swiglu(const Tensor& gate, const Tensor& up, const Tensor& out) = 0;
   // Row-wise softmax of x [n, d] into out (may alias x).
   virtual void softmax(const Tensor& x, const Tensor& out) = 0;
-  // Copies src into dst (same shape, F32); used to append K/V rows to a cache.
+  // Copies src into dst (same shape and type; may overlap). Any type: also copies K/V pool blocks.
   virtual void copy(const Tensor& src, const Tensor& dst) = 0;
+  // dst[slots[i], :] = src[i, :] rounded to dst's type (F32 or F16, round to nearest even).
+  // src F32 [n, d]; slots I32 [1, n], distinct, each < dst.n_rows; dst [rows, d].
+  virtual void store_kv(const Tensor& src, const Tensor& slots, const Tensor& dst) = 0;
+  // For each query row i of q [n, n_heads * head_dim]: s = seq_ids[i], keys j = 0 .. positions[i]
+  // (causal; positions[i] + 1 keys) read through row s of block_tables; out[i, head h] =
+  // softmax(q_h k^T * scale) v with kv head h / (n_heads / n_kv_heads). positions, seq_ids I32
+  // [1, n]; block_tables I32 [n_seqs, max_blocks] (entries past a sequence's blocks are unused);
+  // k_pool, v_pool F16 or F32 (same type) [n_pool_rows, n_kv_heads * head_dim]; out F32 like q.
+  virtual void paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool,
+                               const Tensor& positions, const Tensor& seq_ids, const Tensor& block_tables,
+                               const Tensor& out, const PagedAttentionParams& p) = 0;
   // Rotates x [n, n_heads * head_dim] in place; positions I32 [1, n] gives each row's position.
   virtual void rope(const Tensor& x, const Tensor& positions, const RopeParams& p) = 0;
   // out[n, n_heads * head_dim] = softmax(q k^T * scale, causal) v for one sequence. q [n, n_heads *

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <numbers>
@@ -71,9 +72,10 @@ Result<Tensor> HostBackend::weight_from_host(GgmlType type, int64_t n_rows, int6
 }
 
 Result<Tensor> HostBackend::alloc(GgmlType type, int64_t n_rows, int64_t n_cols) {
-  ONEBIT_CHECK(type == GgmlType::kF32 || type == GgmlType::kI32);
+  ONEBIT_CHECK(type == GgmlType::kF32 || type == GgmlType::kF16 || type == GgmlType::kI32);
   ONEBIT_CHECK(n_rows >= 0 && n_cols >= 0);
-  const size_t n_bytes = static_cast<size_t>(n_rows) * static_cast<size_t>(n_cols) * 4;
+  const size_t elem_bytes = type == GgmlType::kF16 ? 2 : 4;
+  const size_t n_bytes = static_cast<size_t>(n_rows) * static_cast<size_t>(n_cols) * elem_bytes;
   void* p = large_alloc(n_bytes);
   if (p == nullptr) {
     return make_error(label_ + ": out of memory allocating " + std::to_string(n_bytes) +
@@ -81,7 +83,7 @@ Result<Tensor> HostBackend::alloc(GgmlType type, int64_t n_rows, int64_t n_cols)
   }
   std::memset(p, 0, n_bytes);
   buffers_.push_back(std::make_unique<HostBuffer>(static_cast<uint8_t*>(p)));
-  return Tensor{buffers_.back().get(), 0, type, n_rows, n_cols, static_cast<size_t>(n_cols) * 4};
+  return Tensor{buffers_.back().get(), 0, type, n_rows, n_cols, static_cast<size_t>(n_cols) * elem_bytes};
 }
 
 void HostBackend::free(const Tensor& t) {
@@ -97,12 +99,51 @@ void HostBackend::write(const Tensor& dst, const void* src) {
 
 void HostBackend::copy(const Tensor& src, const Tensor& dst) {
   check_same_shape(src, dst);
-  for (int64_t r = 0; r < src.n_rows; ++r) std::memmove(f32_row(dst, r), f32_row(src, r), size_t(src.n_cols) * sizeof(float));
+  ONEBIT_CHECK(src.type == dst.type);
+  const size_t rb = src.row_bytes();
+  // Overlapping views of one buffer: walk rows in the direction that reads each source row before
+  // it is overwritten (memmove within a row).
+  const bool backward = src.buffer == dst.buffer && dst.offset_bytes > src.offset_bytes;
+  for (int64_t i = 0; i < src.n_rows; ++i) {
+    const int64_t r = backward ? src.n_rows - 1 - i : i;
+    std::memmove(row_ptr(dst, r), row_ptr(src, r), rb);
+  }
 }
 
 void HostBackend::read(const Tensor& src, void* dst) {
   const size_t rb = src.row_bytes();
   for (int64_t r = 0; r < src.n_rows; ++r) std::memcpy(static_cast<uint8_t*>(dst) + r * rb, row_ptr(src, r), rb);
+}
+
+void check_store_kv(const Tensor& src, const Tensor& slots, const Tensor& dst) {
+  ONEBIT_CHECK(src.type == GgmlType::kF32 && (dst.type == GgmlType::kF32 || dst.type == GgmlType::kF16));
+  ONEBIT_CHECK(slots.type == GgmlType::kI32 && slots.n_rows == 1 && slots.n_cols == src.n_rows);
+  ONEBIT_CHECK(src.n_cols == dst.n_cols);
+  const int32_t* slot = i32_row(slots, 0);
+  for (int64_t i = 0; i < src.n_rows; ++i) ONEBIT_CHECK(slot[i] >= 0 && slot[i] < dst.n_rows);
+}
+
+void check_paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool, const Tensor& positions,
+                           const Tensor& seq_ids, const Tensor& block_tables, const Tensor& out,
+                           const PagedAttentionParams& p) {
+  ONEBIT_CHECK(p.n_kv_heads > 0 && p.n_heads % p.n_kv_heads == 0 && p.head_dim > 0 && p.block_size > 0);
+  ONEBIT_CHECK(q.type == GgmlType::kF32 && out.type == GgmlType::kF32);
+  ONEBIT_CHECK(q.n_cols == int64_t(p.n_heads) * p.head_dim);
+  check_same_shape(q, out);
+  ONEBIT_CHECK(k_pool.type == GgmlType::kF32 || k_pool.type == GgmlType::kF16);
+  ONEBIT_CHECK(v_pool.type == k_pool.type);
+  ONEBIT_CHECK(k_pool.n_cols == int64_t(p.n_kv_heads) * p.head_dim);
+  check_same_shape(k_pool, v_pool);
+  ONEBIT_CHECK(k_pool.n_rows <= INT32_MAX);
+  ONEBIT_CHECK(positions.type == GgmlType::kI32 && positions.n_rows == 1 && positions.n_cols == q.n_rows);
+  ONEBIT_CHECK(seq_ids.type == GgmlType::kI32 && seq_ids.n_rows == 1 && seq_ids.n_cols == q.n_rows);
+  ONEBIT_CHECK(block_tables.type == GgmlType::kI32);
+  const int32_t* pos = i32_row(positions, 0);
+  const int32_t* seq = i32_row(seq_ids, 0);
+  for (int64_t i = 0; i < q.n_rows; ++i) {
+    ONEBIT_CHECK(seq[i] >= 0 && seq[i] < block_tables.n_rows);
+    ONEBIT_CHECK(pos[i] >= 0 && pos[i] / p.block_size < block_tables.n_cols);
+  }
 }
 
 }  // namespace onebit

@@ -40,6 +40,22 @@ inline const int32_t* i32_row(const Tensor& t, int64_t row) {
 }
 inline void check_same_shape(const Tensor& a, const Tensor& b) { ONEBIT_CHECK(a.n_rows == b.n_rows && a.n_cols == b.n_cols); }
 
+// CHECKs the arguments of Backend::store_kv (shapes, types, every slot in range).
+void check_store_kv(const Tensor& src, const Tensor& slots, const Tensor& dst);
+// CHECKs the arguments of Backend::paged_attention: shapes, types, seq ids, positions within the
+// block tables. Block table entries are checked where they are read (paged_kv_row).
+void check_paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool, const Tensor& positions,
+                           const Tensor& seq_ids, const Tensor& block_tables, const Tensor& out,
+                           const PagedAttentionParams& p);
+// The pool row of key j of sequence `seq`: block_tables[seq][j / block_size] * block_size + j %
+// block_size; CHECKs that the block lies inside a pool of n_pool_rows rows.
+inline int64_t paged_kv_row(const Tensor& block_tables, int32_t seq, int64_t j, int32_t block_size,
+                            int64_t n_pool_rows) {
+  const int64_t block = i32_row(block_tables, seq)[j / block_size];
+  ONEBIT_CHECK(block >= 0 && (block + 1) * block_size <= n_pool_rows);
+  return block * block_size + j % block_size;
+}
+
 // RoPE angles as llama.cpp's ggml_rope_ext computes them (rope_yarn), in double: theta = pos *
 // base^(-2i/n_rot) (divided by freq_factors[i] when given), scaled by 1/factor and blended with
 // the unscaled angle by YaRN's ramp; cos and sin are multiplied by mscale().
@@ -68,7 +84,7 @@ class HostBackend : public Backend {
   void write(const Tensor& dst, const void* src) override;
   void read(const Tensor& src, void* dst) override;
   void synchronize() override {}
-  // dst = src, F32 rows (may overlap).
+  // dst = src, any type, row by row (may overlap).
   void copy(const Tensor& src, const Tensor& dst) override;
 
  private:

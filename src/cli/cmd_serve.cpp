@@ -41,23 +41,28 @@ int run_native_plan(const Plan& plan, const ServeOptions& options) {
   if (plan.backends[0].drafter.kind != DrafterKind::kNone) {
     std::fprintf(stderr, "1bit serve: warning: the native engine has no speculative decoding yet; serving without a drafter\n");
   }
-  // One engine per planned backend: the primary, and under --adaptive the overflow (16 slots).
-  std::vector<NativeBackend*> engines;
-  std::vector<std::unique_ptr<FrontBackend>> backends;
+  // One engine for every planned backend: a slot pool each (the primary, and under --adaptive the
+  // overflow), over one loaded model and one thread pool.
+  NativeOptions no;
+  no.model_path = plan.model_path;
+  no.alias = plan.alias;
+  no.route = plan.backends[0].route;
+  no.ctx_size = plan.ctx_size;
+  no.roles.clear();
+  no.pool_slots.clear();
   for (const auto& b : plan.backends) {
-    NativeOptions no;
-    no.model_path = plan.model_path;
-    no.alias = plan.alias;
-    no.role = b.role;
-    no.route = b.route;
-    no.ctx_size = plan.ctx_size;
-    no.n_threads = static_cast<int>(options.threads);
-    if (const char* wait = std::getenv("ONEBIT_WHOLE_REPLY_WAIT_MS")) no.whole_reply_wait_ms = std::max(0, std::atoi(wait));
-    no.n_slots = static_cast<int32_t>(b.slots);  // sequences batched in one step
-    auto native = std::make_unique<NativeBackend>(no);
-    engines.push_back(native.get());
-    backends.push_back(std::move(native));
+    no.roles.push_back(b.role);
+    no.pool_slots.push_back(static_cast<int32_t>(b.slots));
   }
+  const EnginePlan& ep = *plan.engine;
+  no.n_threads = static_cast<int>(ep.threads);
+  no.batch_tokens = static_cast<int32_t>(ep.batch_tokens);
+  no.kv_memory = ep.kv_memory;
+  no.cache_type = ep.cache_type;
+  if (const char* wait = std::getenv("ONEBIT_WHOLE_REPLY_WAIT_MS")) no.whole_reply_wait_ms = std::max(0, std::atoi(wait));
+  auto native = std::make_shared<NativeEngine>(no);
+  std::vector<std::unique_ptr<FrontBackend>> backends;
+  for (size_t pool = 0; pool < plan.backends.size(); ++pool) backends.push_back(std::make_unique<NativeBackend>(native, pool));
   Front front(FrontOptions{plan.host, static_cast<int>(plan.port), plan.alias, options.api_key,
                            16 * 1024 * 1024, options.adaptive_at},
               std::move(backends));
@@ -71,14 +76,13 @@ int run_native_plan(const Plan& plan, const ServeOptions& options) {
   std::atomic<int> load_state{0};  // 0 loading, 1 ready, 2 failed
   std::string load_error;
   std::thread loader([&] {
-    for (NativeBackend* e : engines) {
-      auto st = e->load();
-      if (!st.ok()) {
-        load_error = e->label() + ": " + st.message();
-        load_state.store(2);
-        return;
-      }
+    auto st = native->load();
+    if (!st.ok()) {
+      load_error = st.message();
+      load_state.store(2);
+      return;
     }
+    std::fprintf(stderr, "1bit serve: %s\n", native->describe().c_str());
     load_state.store(1);
   });
   int exit_code = 0;

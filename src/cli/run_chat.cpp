@@ -12,6 +12,9 @@ namespace {
 
 using nlohmann::ordered_json;
 
+// The chat's context when neither -c nor the model gives a smaller one (K/V memory).
+constexpr int64_t kChatMaxCtx = 8192;
+
 // One line of `in` without its newline; false at EOF with nothing read.
 bool read_line(std::FILE* in, std::string& line) {
   line.clear();
@@ -38,6 +41,19 @@ int run_chat(Model& model, const Tokenizer& tokenizer, const ChatOptions& option
     if (!options.system.empty()) inputs.messages.push_back({{"role", "system"}, {"content", options.system}});
   };
   reset();
+  // One engine for the whole chat: each turn's prompt is the last one plus the reply and the new
+  // message, so the prefix cache serves all but the new tokens.
+  const int64_t train = model.config().context_length > 0 ? model.config().context_length : kChatMaxCtx;
+  const int64_t context = options.generate.n_ctx > 0 ? options.generate.n_ctx : std::min(train, kChatMaxCtx);
+  EngineOptions eo;
+  eo.n_ctx = static_cast<int32_t>(context);
+  eo.cache_type = options.generate.cache_type;
+  eo.is_end = options.generate.is_end;
+  auto engine = Engine::start(model, std::move(eo));
+  if (!engine.ok()) {
+    std::fprintf(stderr, "1bit run: %s\n", engine.message().c_str());
+    return 1;
+  }
 
   std::string line;
   while (true) {
@@ -63,13 +79,12 @@ int run_chat(Model& model, const Tokenizer& tokenizer, const ChatOptions& option
     // A reply gets what is left of the context, up to -n: a long chat shortens its replies before
     // a message has to be refused.
     GenerateOptions turn = options.generate;
-    const int64_t context = turn.n_ctx > 0 ? turn.n_ctx : model.config().context_length;
     if (context > static_cast<int64_t>(ids.size())) {
       turn.n_predict = static_cast<int32_t>(std::min<int64_t>(turn.n_predict, context - static_cast<int64_t>(ids.size())));
     }
     // Stream whole UTF-8 characters; keep the reply's text for the next turn's history.
     std::string reply, pending;
-    auto stats = generate(model, ids, turn, [&](TokenId t) {
+    auto stats = generate(**engine, ids, turn, [&](TokenId t) {
       if (tokenizer.is_end_of_generation(t)) return false;
       pending += tokenizer.token_to_piece(t);
       const size_t n = utf8_complete_prefix(pending);

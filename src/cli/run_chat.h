@@ -15,7 +15,8 @@ namespace onebit::cli {
 struct ChatOptions {
   std::string template_source;  // the model's tokenizer.chat_template
   std::string system;           // optional system message
-  GenerateOptions generate;     // per reply: n_predict, sampler (n_ctx 0 = what the turn needs)
+  GenerateOptions generate;     // per reply: n_predict, sampler; n_ctx is the chat's context
+                                // (0 = the model's, at most 8192)
   bool show_prompt = false;     // write "> " before each read (an interactive terminal)
 };
 

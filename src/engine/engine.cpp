@@ -15,13 +15,6 @@ double now_ms() {
 
 }  // namespace
 
-size_t common_prefix_length(const std::vector<TokenId>& a, const std::vector<TokenId>& b) {
-  const size_t n = std::min(a.size(), b.size());
-  size_t i = 0;
-  while (i < n && a[i] == b[i]) ++i;
-  return i;
-}
-
 SequenceEvents SequenceHandle::wait(int timeout_ms) {
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
@@ -51,39 +44,83 @@ void SequenceHandle::finish(FinishReason reason, const SequenceStats& stats, std
   cv_.notify_all();
 }
 
-// One slot: a K/V cache that outlives its sequences (the prefix cache) and the running sequence.
-struct Engine::Slot {
-  KvCache kv;
-  std::vector<TokenId> kv_tokens;  // [kv.n_past] the tokens whose K/V the cache holds
-  bool active = false;
-  int64_t id = -1;
-  SequenceRequest request;
+// One submitted sequence, the worker's side.
+struct Engine::Live {
+  Sequence seq;
+  SequenceRequest request;  // prompt moved into seq.tokens
   std::shared_ptr<SequenceHandle> handle;
   std::unique_ptr<Sampler> sampler;
   SequenceStats stats;
-  std::vector<TokenId> to_feed;  // tokens this step runs: the uncached prompt, then the last sample
-  bool prefilling = false;
-  int32_t n_cached_published = 0;  // kv_tokens.size() as of the last admit/retire, under mu_
-  double started_ms = 0.0;
-  double decode_started_ms = 0.0;
+  double queued_ms = 0.0;
+  double started_ms = 0.0;         // first scheduled
+  double decode_started_ms = 0.0;  // first token sampled
+  int32_t n_generated = 0;
 };
 
-Engine::Engine(Model& model, EngineOptions options) : model_(model), options_(std::move(options)) {}
+Result<EngineLayout> plan_engine_layout(const EngineOptions& o) {
+  if (o.n_ctx < 1) return make_error("engine: context of " + std::to_string(o.n_ctx) + " positions; allowed >= 1 (--ctx-size)");
+  if (o.pool_slots.empty() || o.pool_slots.size() > 2) return make_error("engine: one or two slot pools");
+  int32_t slots = 0;
+  for (int32_t n : o.pool_slots) {
+    if (n < 1) return make_error("engine: " + std::to_string(n) + " slots; allowed >= 1 (--parallel)");
+    slots += n;
+  }
+  if (o.block_size < 1 || o.block_size > 1024) {
+    return make_error("engine: block size " + std::to_string(o.block_size) + "; allowed 1..1024");
+  }
+  if (o.cache_type != GgmlType::kF16 && o.cache_type != GgmlType::kF32) {
+    return make_error("engine: cache type must be f16 or f32 (--cache-type)");
+  }
+  EngineLayout l;
+  l.n_ctx = o.n_ctx;
+  l.block_size = o.block_size;
+  l.pool_slots = o.pool_slots;
+  l.cache_type = o.cache_type;
+  l.batch_tokens = o.batch_tokens > 0 ? o.batch_tokens : std::max(kDefaultBatchTokens, slots);
+  if (l.batch_tokens < slots) {
+    return make_error("engine: --batch-tokens " + std::to_string(l.batch_tokens) + " is below the " +
+                      std::to_string(slots) + " slots; every step must hold one token of every running sequence");
+  }
+  const int64_t per_seq = (int64_t(o.n_ctx) + o.block_size - 1) / o.block_size;
+  const int64_t blocks = o.kv_tokens > 0 ? (o.kv_tokens + o.block_size - 1) / o.block_size : per_seq * slots;
+  if (blocks < per_seq) {
+    return make_error("engine: the K/V pool holds " + std::to_string(blocks * o.block_size) +
+                      " positions, less than one context of " + std::to_string(o.n_ctx) +
+                      "; raise --kv-memory or lower --ctx-size");
+  }
+  if (blocks > INT32_MAX / o.block_size) return make_error("engine: the K/V pool is too large");
+  l.n_blocks = static_cast<int32_t>(blocks);
+  return l;
+}
+
+Engine::Engine(std::unique_ptr<ModelRunner> runner, EngineOptions options, EngineLayout layout)
+    : runner_(std::move(runner)), options_(std::move(options)), layout_(std::move(layout)),
+      blocks_(layout_.n_blocks, layout_.block_size),
+      scheduler_(blocks_, SchedulerOptions{layout_.pool_slots, layout_.batch_tokens}) {}
 
 Result<std::unique_ptr<Engine>> Engine::start(Model& model, EngineOptions options) {
-  if (options.n_ctx < 1) return make_error("engine: n_ctx is " + std::to_string(options.n_ctx) + "; allowed >= 1");
-  if (options.n_slots < 1) return make_error("engine: n_slots is " + std::to_string(options.n_slots) + "; allowed >= 1");
-  std::unique_ptr<Engine> engine(new Engine(model, std::move(options)));
+  ONEBIT_ASSIGN_OR_RETURN(EngineLayout layout, plan_engine_layout(options));
+  RunnerOptions ro;
+  ro.n_blocks = layout.n_blocks;
+  ro.block_size = layout.block_size;
+  ro.cache_type = layout.cache_type;
+  int32_t slots = 0;
+  for (int32_t n : layout.pool_slots) slots += n;
+  ro.limits = StepLimits{layout.batch_tokens, slots, (layout.n_ctx + layout.block_size - 1) / layout.block_size, slots};
+  auto runner = make_model_runner(model, ro);
+  if (!runner.ok()) return make_error("engine: " + runner.message());
+  return start(std::move(*runner), std::move(options));
+}
+
+Result<std::unique_ptr<Engine>> Engine::start(std::unique_ptr<ModelRunner> runner, EngineOptions options) {
+  ONEBIT_ASSIGN_OR_RETURN(EngineLayout layout, plan_engine_layout(options));
+  std::unique_ptr<Engine> engine(new Engine(std::move(runner), std::move(options), std::move(layout)));
   if (engine->options_.is_end) {
-    for (TokenId id = 0; id < model.config().vocab_size; ++id) {
+    for (TokenId id = 0; id < engine->runner_->vocab_size(); ++id) {
       if (engine->options_.is_end(id)) engine->end_tokens_.push_back(id);
     }
   }
-  for (int32_t i = 0; i < engine->options_.n_slots; ++i) {
-    auto slot = std::make_unique<Slot>();
-    ONEBIT_ASSIGN_OR_RETURN(slot->kv, model.new_kv_cache(engine->options_.n_ctx));
-    engine->slots_.push_back(std::move(slot));
-  }
+  engine->publish();
   engine->worker_ = std::thread([e = engine.get()] { e->worker_loop(); });
   return engine;
 }
@@ -95,29 +132,45 @@ Engine::~Engine() {
   }
   cv_.notify_all();
   if (worker_.joinable()) worker_.join();
-  for (auto& p : queue_) p.handle->finish(FinishReason::kCancelled, {});
-  for (auto& slot : slots_) {
-    if (slot->active) retire(*slot, FinishReason::kCancelled);
-    model_.free_kv_cache(slot->kv);
-  }
+  for (auto& live : incoming_) live->handle->finish(FinishReason::kCancelled, {});
+  while (!live_.empty()) finish(*live_.begin()->second, FinishReason::kCancelled);
 }
 
 Result<std::shared_ptr<SequenceHandle>> Engine::submit(SequenceRequest request) {
   if (request.prompt.empty()) return make_error("the prompt has no tokens");
   if (request.n_predict < 1) return make_error("n_predict is " + std::to_string(request.n_predict) + "; allowed >= 1");
   const int64_t needed = static_cast<int64_t>(request.prompt.size()) + request.n_predict;
-  if (needed > options_.n_ctx) {
+  if (needed > layout_.n_ctx) {
     return make_error("prompt (" + std::to_string(request.prompt.size()) + " tokens) + " +
                       std::to_string(request.n_predict) + " new tokens exceed the context of " +
-                      std::to_string(options_.n_ctx));
+                      std::to_string(layout_.n_ctx));
   }
-  auto handle = std::make_shared<SequenceHandle>();
+  for (TokenId id : request.prompt) {
+    if (id < 0 || id >= runner_->vocab_size()) {
+      return make_error("token id " + std::to_string(id) + " is outside the vocabulary 0.." +
+                        std::to_string(runner_->vocab_size() - 1));
+    }
+  }
+  if (request.pool < 0 || request.pool >= static_cast<int32_t>(layout_.pool_slots.size())) {
+    return make_error("slot pool " + std::to_string(request.pool) + " does not exist");
+  }
+  auto live = std::make_unique<Live>();
+  live->handle = std::make_shared<SequenceHandle>();
+  live->queued_ms = now_ms();
+  auto handle = live->handle;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (queue_.size() >= options_.max_queue) {
-      return make_error("the queue is full (" + std::to_string(queue_.size()) + " waiting); retry later");
+    if (incoming_.size() + published_.n_queued >= options_.max_queue) {
+      return make_error("the queue is full (" + std::to_string(incoming_.size() + published_.n_queued) +
+                        " waiting); retry later");
     }
-    queue_.push_back(Pending{next_id_++, std::move(request), handle, now_ms()});
+    live->seq.id = next_id_++;
+    live->seq.pool = request.pool;
+    live->seq.tokens = std::move(request.prompt);
+    live->seq.n_prompt = static_cast<int32_t>(live->seq.tokens.size());
+    live->seq.cache_prompt = request.cache_prompt;
+    live->request = std::move(request);
+    incoming_.push_back(std::move(live));
   }
   cv_.notify_all();
   return handle;
@@ -125,145 +178,180 @@ Result<std::shared_ptr<SequenceHandle>> Engine::submit(SequenceRequest request) 
 
 EngineState Engine::state() const {
   std::lock_guard<std::mutex> lock(mu_);
-  EngineState s;
-  s.n_queued = queue_.size();
-  for (const auto& slot : slots_) {
-    s.slot_task.push_back(slot->active ? slot->id : -1);
-    s.slot_n_cached.push_back(slot->n_cached_published);
-  }
+  EngineState s = published_;
+  s.n_queued += incoming_.size();
   return s;
 }
 
-bool Engine::has_active_slot() const {
-  return std::any_of(slots_.begin(), slots_.end(), [](const auto& s) { return s->active; });
+void Engine::publish() {
+  EngineState s;
+  s.n_queued = scheduler_.waiting().size();
+  s.n_running = scheduler_.running().size();
+  s.pool_running.assign(layout_.pool_slots.size(), 0);
+  for (const Sequence* seq : scheduler_.running()) ++s.pool_running[seq->pool];
+  for (const auto& [id, live] : live_) {
+    const Sequence& q = live->seq;
+    const char* st = q.status == SequenceStatus::kWaiting ? "waiting" : q.n_pending() > 1 ? "prefill" : "decode";
+    s.sequences.push_back({q.id, q.pool, st, static_cast<int32_t>(q.tokens.size()), q.n_prompt, q.n_computed, q.n_cached});
+  }
+  s.blocks_free = blocks_.n_free();
+  s.blocks_used = blocks_.n_blocks() - blocks_.n_free();
+  s.blocks_cached = blocks_.n_cached_free();
+  const SchedulerStats& st = scheduler_.stats();
+  s.prefix_hit_tokens = st.prefix_hit_tokens;
+  s.preemptions = st.preemptions;
+  s.steps = st.steps;
+  s.step_tokens = st.step_tokens;
+  std::lock_guard<std::mutex> lock(mu_);
+  s.last_step_tokens = published_.last_step_tokens;
+  published_ = std::move(s);
 }
 
 void Engine::worker_loop() {
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stopping_ || !queue_.empty() || has_active_slot(); });
+      cv_.wait(lock, [&] { return stopping_ || !incoming_.empty() || !live_.empty(); });
       if (stopping_) return;
-      // Admission: the free slot whose cache shares the longest prefix takes the oldest request.
-      while (!queue_.empty()) {
-        Slot* best = nullptr;
-        size_t best_len = 0;
-        for (auto& slot : slots_) {
-          if (slot->active) continue;
-          const size_t len = common_prefix_length(slot->kv_tokens, queue_.front().request.prompt);
-          if (!best || len > best_len) best = slot.get(), best_len = len;
-        }
-        if (!best) break;
-        Pending p = std::move(queue_.front());
-        queue_.pop_front();
-        admit(*best, std::move(p));
+      while (!incoming_.empty()) {
+        std::unique_ptr<Live> live = std::move(incoming_.front());
+        incoming_.pop_front();
+        live->sampler = std::make_unique<Sampler>(live->request.sampler);
+        live->stats.n_prompt_tokens = live->seq.n_prompt;
+        Sequence* seq = &live->seq;
+        live_.emplace(seq->id, std::move(live));
+        scheduler_.add(seq);
+        ++published_.n_queued;  // still counted by submit's queue limit until the next publish
       }
     }
     step();
   }
 }
 
-void Engine::admit(Slot& slot, Pending pending) {
-  const auto& prompt = pending.request.prompt;
-  size_t n_common = pending.request.cache_prompt ? common_prefix_length(slot.kv_tokens, prompt) : 0;
-  // At least one prompt token is run, for the logits of the first new token.
-  n_common = std::min(n_common, prompt.size() - 1);
-  slot.kv.n_past = static_cast<int32_t>(n_common);
-  slot.kv_tokens.resize(n_common);
-  slot.n_cached_published = static_cast<int32_t>(n_common);
-  slot.to_feed.assign(prompt.begin() + static_cast<std::ptrdiff_t>(n_common), prompt.end());
-  slot.stats = SequenceStats{};
-  slot.stats.n_prompt_tokens = static_cast<int32_t>(prompt.size());
-  slot.stats.n_cached_tokens = static_cast<int32_t>(n_common);
-  slot.started_ms = now_ms();
-  slot.stats.queue_ms = slot.started_ms - pending.queued_at_ms;
-  slot.sampler = std::make_unique<Sampler>(pending.request.sampler);
-  slot.id = pending.id;
-  slot.request = std::move(pending.request);
-  slot.handle = std::move(pending.handle);
-  slot.prefilling = true;
-  slot.active = true;
+void Engine::finish(Live& live, FinishReason reason, const std::string& error) {
+  const double now = now_ms();
+  if (live.started_ms == 0.0) {
+    live.stats.queue_ms = now - live.queued_ms;
+  } else if (live.decode_started_ms == 0.0) {
+    live.stats.prompt_ms = now - live.started_ms;
+  } else {
+    live.stats.decode_ms = now - live.decode_started_ms;
+  }
+  live.stats.n_cached_tokens = live.seq.n_cached;
+  live.stats.n_generated_tokens = live.n_generated;
+  scheduler_.remove(&live.seq);
+  auto handle = std::move(live.handle);
+  const SequenceStats stats = live.stats;
+  live_.erase(live.seq.id);  // `live` is gone from here on
+  publish();                 // the owner hears of the end after the state shows it
+  handle->finish(reason, stats, error);
 }
 
-void Engine::retire(Slot& slot, FinishReason reason, const std::string& error) {
-  const double now = now_ms();
-  if (slot.prefilling) {
-    slot.stats.prompt_ms = now - slot.started_ms;
-  } else {
-    slot.stats.decode_ms = now - slot.decode_started_ms;
+int32_t Engine::prefill_cap() const {
+  if (!options_.fair_prefill) return INT32_MAX;
+  if (decode_step_ms_ <= 0.0 || token_ms_ <= 0.0) return 16;  // until both are measured
+  return std::max(1, static_cast<int32_t>(decode_step_ms_ / token_ms_));
+}
+
+void Engine::learn_timing(const StepPlan& plan, double step_ms) {
+  auto ema = [](double& avg, double x) { avg = avg <= 0.0 ? x : 0.8 * avg + 0.2 * x; };
+  if (plan.n_decode > 0 && plan.n_tokens == plan.n_decode) ema(decode_step_ms_, step_ms);
+  if (plan.n_tokens >= 32) ema(token_ms_, step_ms / plan.n_tokens);
+}
+
+void Engine::build_batch(const StepPlan& plan) {
+  StepBatch& b = batch_;
+  b.clear();
+  const int32_t bs = layout_.block_size;
+  b.max_blocks = 1;
+  for (const ScheduledRun& r : plan.runs) b.max_blocks = std::max(b.max_blocks, static_cast<int32_t>(r.seq->block_table.size()));
+  for (size_t s = 0; s < plan.runs.size(); ++s) {
+    const ScheduledRun& r = plan.runs[s];
+    const std::vector<int32_t>& table = r.seq->block_table;
+    for (int32_t i = 0; i < r.n; ++i) {
+      const int32_t pos = r.first + i;
+      b.tokens.push_back(r.seq->tokens[pos]);
+      b.positions.push_back(pos);
+      b.slots.push_back(table[pos / bs] * bs + pos % bs);
+      b.seq_ids.push_back(static_cast<int32_t>(s));
+    }
+    if (r.logits) b.out_rows.push_back(static_cast<int32_t>(b.tokens.size()) - 1);
+    b.block_tables.insert(b.block_tables.end(), table.begin(), table.end());
+    b.block_tables.resize(size_t(s + 1) * b.max_blocks, -1);
   }
-  auto handle = std::move(slot.handle);
-  slot.sampler.reset();
-  {
-    // The slot is idle before its owner hears of the end (state() reads these under the lock).
-    std::lock_guard<std::mutex> lock(mu_);
-    slot.active = false;
-    slot.id = -1;
-    slot.n_cached_published = static_cast<int32_t>(slot.kv_tokens.size());
-  }
-  handle->finish(reason, slot.stats, error);
 }
 
 void Engine::step() {
-  std::vector<Slot*> running;
-  for (auto& slot : slots_) {
-    if (!slot->active) continue;
-    if (slot->handle->cancelled()) {
-      retire(*slot, FinishReason::kCancelled);
-    } else {
-      running.push_back(slot.get());
+  // Cancelled sequences leave before the step is built.
+  for (auto it = live_.begin(); it != live_.end();) {
+    Live& live = *(it++)->second;
+    if (live.handle->cancelled()) finish(live, FinishReason::kCancelled);
+  }
+  StepPlan plan = scheduler_.schedule(prefill_cap());
+  if (plan.empty()) {
+    publish();
+    return;
+  }
+  const double t0 = now_ms();
+  for (const ScheduledRun& r : plan.runs) {
+    Live& live = *live_.at(r.seq->id);
+    if (live.started_ms == 0.0) {
+      live.started_ms = t0;
+      live.stats.queue_ms = t0 - live.queued_ms;
     }
   }
-  if (running.empty()) return;
-  Batch batch;
-  for (Slot* slot : running) batch.sequences.push_back({&slot->kv, slot->to_feed, /*all_logits=*/false});
+  Status st = ok_status();
   try {
-    auto st = model_.forward(batch, logits_);
-    if (!st.ok()) {
-      // The forward ran nothing: every sequence of the batch fails alone, the caches stay as they were.
-      for (Slot* slot : running) retire(*slot, FinishReason::kError, st.message());
-      return;
-    }
-    const size_t vocab = logits_.size() / running.size();
-    const double now = now_ms();
-    for (size_t i = 0; i < running.size(); ++i) {
-      Slot& slot = *running[i];
-      slot.kv_tokens.insert(slot.kv_tokens.end(), slot.to_feed.begin(), slot.to_feed.end());
-      if (slot.prefilling) {
-        slot.prefilling = false;
-        slot.stats.prompt_ms = now - slot.started_ms;
-        slot.decode_started_ms = now;
-      }
-      float* row = logits_.data() + i * vocab;
-      if (slot.request.ignore_eos) {
-        for (TokenId id : end_tokens_) {
-          if (static_cast<size_t>(id) < vocab) row[id] = -std::numeric_limits<float>::infinity();
-        }
-      }
-      const TokenId token = slot.sampler->sample(std::span<const float>(row, vocab));
-      ++slot.stats.n_generated_tokens;
-      slot.handle->push_token(token);
-      if (!slot.request.ignore_eos && options_.is_end && options_.is_end(token)) {
-        retire(slot, FinishReason::kEnd);
-      } else if (slot.stats.n_generated_tokens >= slot.request.n_predict || slot.kv.n_past >= slot.kv.n_ctx) {
-        retire(slot, FinishReason::kLength);
-      } else {
-        slot.to_feed.assign(1, token);
-      }
-    }
+    build_batch(plan);
+    runner_->copy_blocks(plan.copies);
+    st = runner_->run(batch_, out_);
   } catch (const std::exception& e) {
-    fail_all(running, std::string("internal error: ") + e.what());
+    st = make_error(std::string("internal error: ") + e.what());
   } catch (...) {
-    fail_all(running, "internal error");
+    st = make_error("internal error");
   }
+  if (!st.ok()) {
+    // What the step wrote is forgotten with the blocks of its sequences; each of them fails alone.
+    for (const ScheduledRun& r : plan.runs) finish(*live_.at(r.seq->id), FinishReason::kError, st.message());
+    publish();
+    return;
+  }
+  scheduler_.commit(plan);
+  const double now = now_ms();
+  learn_timing(plan, now - t0);
+  sample_and_stream(plan, now);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    published_.last_step_tokens = plan.n_tokens;
+  }
+  publish();
 }
 
-void Engine::fail_all(const std::vector<Slot*>& running, const std::string& error) {
-  for (Slot* slot : running) {
-    // The cache may be half written: forget it.
-    slot->kv.n_past = 0;
-    slot->kv_tokens.clear();
-    if (slot->active) retire(*slot, FinishReason::kError, error);
+void Engine::sample_and_stream(const StepPlan& plan, double now) {
+  const size_t vocab = static_cast<size_t>(runner_->vocab_size());
+  size_t out_row = 0;
+  for (const ScheduledRun& r : plan.runs) {
+    if (!r.logits) continue;
+    Live& live = *live_.at(r.seq->id);
+    float* row = out_.logits.data() + (out_row++) * vocab;
+    if (live.decode_started_ms == 0.0) {
+      live.stats.prompt_ms = now - live.started_ms;
+      live.decode_started_ms = now;
+    }
+    if (live.request.ignore_eos) {
+      for (TokenId id : end_tokens_) row[id] = -std::numeric_limits<float>::infinity();
+    }
+    const TokenId token = live.sampler->sample(std::span<const float>(row, vocab));
+    ++live.n_generated;
+    live.handle->push_token(token);
+    if (!live.request.ignore_eos && options_.is_end && options_.is_end(token)) {
+      finish(live, FinishReason::kEnd);
+    } else if (live.n_generated >= live.request.n_predict ||
+               static_cast<int32_t>(live.seq.tokens.size()) >= layout_.n_ctx) {
+      finish(live, FinishReason::kLength);
+    } else {
+      live.seq.tokens.push_back(token);
+    }
   }
 }
 

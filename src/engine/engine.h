@@ -1,8 +1,8 @@
-// The serving engine: a request queue and one worker thread that owns the model and runs
-// sequences through a scheduler over Model::forward. Each step admits waiting sequences into free
-// slots (reusing the slot's cached K/V for the longest common token prefix), then runs one batch
-// of every active sequence (a prefill or one decode token each) and samples. Continuous batching
-// only widens the step (more slots, chunked prefill); the request/handle contract stays.
+// The serving engine: the thin loop over the serving core. Clients submit sequences from any
+// thread; one worker thread owns the Scheduler (continuous batching, chunked prefill, preemption),
+// the BlockManager (paged K/V, the prefix cache shared by all requests) and the ModelRunner, and
+// repeats: schedule a step, run it, sample the sequences whose run reached their last token,
+// stream the tokens to their handles. `1bit run` and the server are both its clients.
 // Knows tokens only: no text, no HTTP.
 #pragma once
 
@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -19,7 +20,10 @@
 #include <vector>
 
 #include "base/status.h"
+#include "engine/block_manager.h"
+#include "engine/model_runner.h"
 #include "engine/sampler.h"
+#include "engine/scheduler.h"
 #include "model/model.h"
 
 namespace onebit {
@@ -31,7 +35,8 @@ struct SequenceRequest {
   std::vector<TokenId> prompt;  // at least one token
   int32_t n_predict = 128;      // new tokens at most (>= 1)
   SamplerParams sampler;        // validated by the caller
-  bool cache_prompt = true;     // reuse the slot's K/V for the longest common prefix
+  bool cache_prompt = true;     // reuse cached K/V of the longest cached prefix
+  int32_t pool = 0;             // slot pool: 0 primary, 1 overflow (--adaptive)
   bool ignore_eos = false;      // end-of-generation tokens are never sampled (as llama-server's
                                 // ignore_eos): only n_predict or the context end the sequence
 };
@@ -76,63 +81,109 @@ class SequenceHandle {
 };
 
 struct EngineOptions {
-  int32_t n_ctx = 2048;                 // positions per slot
-  int32_t n_slots = 1;                  // sequences run together
-  size_t max_queue = 64;                // waiting sequences beyond this are refused
-  std::function<bool(TokenId)> is_end;  // end-of-generation tokens
+  int32_t n_ctx = 2048;                   // positions per sequence at most
+  std::vector<int32_t> pool_slots = {1};  // sequences running together, per pool (--parallel)
+  int32_t batch_tokens = 0;               // tokens per step at most; 0 = kDefaultBatchTokens
+  int32_t block_size = 16;                // positions per K/V block
+  int64_t kv_tokens = 0;                  // K/V pool capacity in positions; 0 = n_ctx x slots
+  GgmlType cache_type = GgmlType::kF16;   // K/V storage: F16 or F32
+  bool fair_prefill = true;               // while streams decode, cap prompt tokens per step so
+                                          // that a step takes about twice a decode-only step
+  size_t max_queue = 256;                 // waiting sequences beyond this are refused
+  std::function<bool(TokenId)> is_end;    // end-of-generation tokens
 };
 
-// A snapshot for /slots and /metrics.
-struct EngineState {
-  size_t n_queued = 0;
-  std::vector<int64_t> slot_task;        // [n_slots] id of the running sequence, -1 when idle
-  std::vector<int32_t> slot_n_cached;    // [n_slots] tokens whose K/V the slot holds
+inline constexpr int32_t kDefaultBatchTokens = 512;
+
+// The fixed sizes chosen at start (reported at startup and by /metrics).
+struct EngineLayout {
+  int32_t n_ctx = 0;
+  int32_t block_size = 0;
+  int32_t n_blocks = 0;
+  int32_t batch_tokens = 0;
+  std::vector<int32_t> pool_slots;
+  GgmlType cache_type = GgmlType::kF16;
 };
+
+// One sequence in a snapshot.
+struct SequenceState {
+  int64_t id = 0;
+  int32_t pool = 0;
+  std::string state;         // "waiting", "prefill", "decode"
+  int32_t n_tokens = 0;      // prompt + generated
+  int32_t n_prompt = 0;
+  int32_t n_computed = 0;    // tokens whose K/V are in blocks
+  int32_t n_cached = 0;      // prompt tokens from the prefix cache
+};
+
+// A snapshot for /slots and /metrics, published after every step.
+struct EngineState {
+  size_t n_queued = 0;       // waiting for admission (incl. preempted)
+  size_t n_running = 0;
+  std::vector<size_t> pool_running;  // [pools]
+  std::vector<SequenceState> sequences;
+  int32_t blocks_used = 0, blocks_free = 0, blocks_cached = 0;  // cached: free but holding a prefix
+  int64_t prefix_hit_tokens = 0;
+  int64_t preemptions = 0;
+  int64_t steps = 0;
+  int64_t step_tokens = 0;   // over all steps
+  int32_t last_step_tokens = 0;
+};
+
+// Sizes the K/V pool and step limits for `options` (pure): errors name the option to change.
+Result<EngineLayout> plan_engine_layout(const EngineOptions& options);
 
 class Engine {
  public:
-  // Allocates every slot's K/V on `model` (which must outlive the engine) and starts the worker.
+  // Allocates the K/V pool and step buffers on `model` (which must outlive the engine) and starts
+  // the worker.
   static Result<std::unique_ptr<Engine>> start(Model& model, EngineOptions options);
+  // The same over any runner (tests: a fake one). `runner` must fit plan_engine_layout(options).
+  static Result<std::unique_ptr<Engine>> start(std::unique_ptr<ModelRunner> runner, EngineOptions options);
   ~Engine();  // stops the worker; queued and running sequences finish as kCancelled
 
   // Queues a sequence. Errors: an empty prompt, n_predict < 1, prompt + n_predict over n_ctx
-  // (the message says so; callers check first for their own wording), the queue full.
+  // (the message says so; callers check first for their own wording), a token id outside the
+  // vocabulary, a pool that does not exist, the queue full.
   Result<std::shared_ptr<SequenceHandle>> submit(SequenceRequest request);
 
-  int32_t n_ctx() const { return options_.n_ctx; }
+  int32_t n_ctx() const { return layout_.n_ctx; }
+  const EngineLayout& layout() const { return layout_; }
   EngineState state() const;
 
  private:
-  struct Slot;
-  struct Pending {
-    int64_t id;
-    SequenceRequest request;
-    std::shared_ptr<SequenceHandle> handle;
-    double queued_at_ms;
-  };
-  Engine(Model& model, EngineOptions options);
+  struct Live;
+  Engine(std::unique_ptr<ModelRunner> runner, EngineOptions options, EngineLayout layout);
   void worker_loop();
-  // One scheduler step: admit, run one batch, sample, retire. Catches everything per sequence.
+  // One step: drop cancelled sequences, schedule, run, sample, finish; publishes the state.
   void step();
-  void admit(Slot& slot, Pending pending);
-  void retire(Slot& slot, FinishReason reason, const std::string& error = {});
-  void fail_all(const std::vector<Slot*>& running, const std::string& error);
-  bool has_active_slot() const;
+  void build_batch(const StepPlan& plan);
+  void sample_and_stream(const StepPlan& plan, double now);
+  void finish(Live& live, FinishReason reason, const std::string& error = {});
+  int32_t prefill_cap() const;
+  void learn_timing(const StepPlan& plan, double step_ms);
+  void publish();
 
-  Model& model_;
+  std::unique_ptr<ModelRunner> runner_;
   EngineOptions options_;
-  std::vector<std::unique_ptr<Slot>> slots_;
+  EngineLayout layout_;
+  BlockManager blocks_;
+  Scheduler scheduler_;
+  std::map<int64_t, std::unique_ptr<Live>> live_;  // worker only
+  StepBatch batch_;                                 // worker only: reused every step
+  StepOutput out_;
+  std::vector<TokenId> end_tokens_;  // every id is_end accepts (for ignore_eos), found at start
+  double decode_step_ms_ = 0.0;      // moving averages for prefill_cap (0 = not yet seen)
+  double token_ms_ = 0.0;
+
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<Pending> queue_;
+  std::deque<std::unique_ptr<Live>> incoming_;      // submitted, not yet seen by the worker
+  EngineState published_;
   int64_t next_id_ = 0;
   bool stopping_ = false;
   std::thread worker_;
-  std::vector<float> logits_;  // [n_out, vocab]
-  std::vector<TokenId> end_tokens_;  // every id is_end accepts (for ignore_eos), found at start
 };
 
-// Length of the common prefix of a and b.
-size_t common_prefix_length(const std::vector<TokenId>& a, const std::vector<TokenId>& b);
 
 }  // namespace onebit

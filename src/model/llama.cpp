@@ -7,13 +7,17 @@
 
 namespace onebit {
 
-void Model::forward_llama(const Batch& batch, int64_t n, int64_t n_out) {
+void Model::forward_llama(const KvPool& pool, int64_t n, int64_t n_seqs, int64_t max_blocks, int64_t n_out) {
   Backend& be = backend_;
   Scratch& s = *scratch_;
   const ModelConfig& c = config_;
   const float eps = c.rms_norm_eps;
-  const Tensor ids = s.ids.rows(0, n).reshaped(1, n);        // I32 [1, n]
-  const Tensor pos = s.positions.rows(0, n).reshaped(1, n);  // I32 [1, n]
+  const Tensor ids = s.ids.rows(0, n).reshaped(1, n);              // I32 [1, n]
+  const Tensor pos = s.positions.rows(0, n).reshaped(1, n);        // I32 [1, n]
+  const Tensor slots = s.slots.rows(0, n).reshaped(1, n);          // I32 [1, n] K/V pool rows
+  const Tensor seq_ids = s.seq_ids.rows(0, n).reshaped(1, n);      // I32 [1, n]
+  const Tensor tables = s.block_tables.rows(0, n_seqs * max_blocks).reshaped(n_seqs, max_blocks);
+
   const Tensor x = s.x.rows(0, n);        // [n, hidden] residual stream
   const Tensor h = s.h.rows(0, n);        // [n, hidden]
   const Tensor q = s.q.rows(0, n);        // [n, n_heads * head_dim]
@@ -26,11 +30,12 @@ void Model::forward_llama(const Batch& batch, int64_t n, int64_t n_out) {
   rope_q.n_heads = c.n_heads;
   rope_k.n_heads = c.n_kv_heads;
   rope_q.head_dim = rope_k.head_dim = c.head_dim;
-  AttentionParams ap;
+  PagedAttentionParams ap;
   ap.n_heads = c.n_heads;
   ap.n_kv_heads = c.n_kv_heads;
   ap.head_dim = c.head_dim;
   ap.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));  // HF: head_dim ** -0.5
+  ap.block_size = pool.block_size;
 
   // inp_embd: x = token_embd[ids]
   be.get_rows(w_.token_embd, ids, x);
@@ -62,18 +67,11 @@ void Model::forward_llama(const Batch& batch, int64_t n, int64_t n_out) {
     observe("Qcur", l, q);
     observe("Kcur", l, k);
     observe("Vcur", l, v);
-    // kv store + causal attention, per sequence (its rows are consecutive in the batch)
-    int64_t row = 0;
-    for (const BatchSequence& seq : batch.sequences) {
-      const int64_t n_seq = static_cast<int64_t>(seq.tokens.size());
-      const int32_t first_pos = seq.kv->n_past;
-      be.copy(k.rows(row, n_seq), seq.kv->k[l].rows(first_pos, n_seq));
-      be.copy(v.rows(row, n_seq), seq.kv->v[l].rows(first_pos, n_seq));
-      ap.first_pos = first_pos;
-      be.attention(q.rows(row, n_seq), seq.kv->k[l].rows(0, first_pos + n_seq),
-                   seq.kv->v[l].rows(0, first_pos + n_seq), attn.rows(row, n_seq), ap);
-      row += n_seq;
-    }
+    // kv store into the pool rows of the step's tokens, then causal attention of every token
+    // over its sequence's blocks
+    be.store_kv(k, slots, pool.k[l]);
+    be.store_kv(v, slots, pool.v[l]);
+    be.paged_attention(q, pool.k[l], pool.v[l], pos, seq_ids, tables, attn, ap);
     observe("kq_out", l, attn);
     // attn_out: h = attn * wo^T; x += h
     be.matmul(L.wo, attn, h);
@@ -91,16 +89,11 @@ void Model::forward_llama(const Batch& batch, int64_t n, int64_t n_out) {
     be.add(x, h, x);
     observe("l_out", l, x);
   }
-  // Rows that get logits: every token of all_logits sequences, else each sequence's last token.
+  if (n_out == 0) return;  // a step of prompt chunks only: K/V stored, nothing to sample
+  // Rows that get logits (the step's out_rows): out_rows = x[out_ids]
+  const Tensor out_ids = s.out_ids.rows(0, n_out).reshaped(1, n_out);  // I32 [1, n_out]
   const Tensor out_rows = s.out_rows.rows(0, n_out);  // [n_out, hidden]
-  int64_t row = 0, out_row = 0;
-  for (const BatchSequence& seq : batch.sequences) {
-    const int64_t n_seq = static_cast<int64_t>(seq.tokens.size());
-    const int64_t n_keep = seq.all_logits ? n_seq : 1;
-    be.copy(x.rows(row + n_seq - n_keep, n_keep), out_rows.rows(out_row, n_keep));
-    row += n_seq;
-    out_row += n_keep;
-  }
+  be.get_rows(x, out_ids, out_rows);
   // result_norm, result_output: logits = rms_norm(out_rows) * output^T
   be.rms_norm(out_rows, w_.output_norm, eps, out_rows);
   observe("result_norm", -1, out_rows);

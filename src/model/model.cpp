@@ -13,6 +13,12 @@ namespace {
 
 Error tensor_error(const std::string& msg) { return make_error("tensors: " + msg); }
 
+// Block size of single-sequence caches (their table is the identity, so any size works).
+constexpr int32_t kCacheBlock = 16;
+
+// The first n entries of an I32 scratch vector [max, 1], as the [1, n] row ops take.
+Tensor first_i32(const Tensor& t, int64_t n) { return t.rows(0, n).reshaped(1, n); }
+
 std::string shape_str(int64_t n_rows, int64_t n_cols) {
   return "[" + std::to_string(n_cols) + ", " + std::to_string(n_rows) + "]";
 }
@@ -113,43 +119,72 @@ Status Model::bind_weights() {
   return ok_status();
 }
 
-Result<KvCache> Model::new_kv_cache(int32_t n_ctx) {
-  if (n_ctx < 1) return make_error("kv cache: context of " + std::to_string(n_ctx) + " positions; need at least 1");
-  KvCache kv;
-  kv.n_ctx = n_ctx;
-  const int64_t kv_dim = int64_t(config_.n_kv_heads) * config_.head_dim;
+void StepBatch::clear() {
+  tokens.clear();
+  positions.clear();
+  slots.clear();
+  seq_ids.clear();
+  block_tables.clear();
+  max_blocks = 0;
+  out_rows.clear();
+}
+
+int64_t Model::kv_bytes_per_token(GgmlType type) const {
+  const int64_t elem = type == GgmlType::kF16 ? 2 : 4;
+  return 2 * int64_t(config_.n_layers) * config_.n_kv_heads * config_.head_dim * elem;
+}
+
+Result<KvPool> Model::new_kv_pool(int32_t n_blocks, int32_t block_size, GgmlType type) {
+  if (n_blocks < 1 || block_size < 1) {
+    return make_error("kv pool: " + std::to_string(n_blocks) + " blocks of " + std::to_string(block_size) +
+                      " positions; need at least one of one");
+  }
+  if (type != GgmlType::kF16 && type != GgmlType::kF32) {
+    return make_error(std::string("kv pool: cache type ") + ggml_type_name(static_cast<uint32_t>(type)) +
+                      " is not supported; use f16 or f32");
+  }
+  KvPool pool;
+  pool.type = type;
+  pool.block_size = block_size;
+  pool.n_blocks = n_blocks;
+  const int64_t rows = int64_t(n_blocks) * block_size, kv_dim = int64_t(config_.n_kv_heads) * config_.head_dim;
   for (int32_t l = 0; l < config_.n_layers; ++l) {
-    auto k = backend_.alloc(GgmlType::kF32, n_ctx, kv_dim);
-    auto v = k.ok() ? backend_.alloc(GgmlType::kF32, n_ctx, kv_dim) : k;
+    auto k = backend_.alloc(type, rows, kv_dim);
+    auto v = k.ok() ? backend_.alloc(type, rows, kv_dim) : k;
     if (!k.ok() || !v.ok()) {
       if (k.ok()) backend_.free(*k);
-      free_kv_cache(kv);
-      return make_error("kv cache: " + (k.ok() ? v : k).message());
+      free_kv_pool(pool);
+      return make_error("kv pool: " + (k.ok() ? v : k).message());
     }
-    kv.k.push_back(*k);
-    kv.v.push_back(*v);
+    pool.k.push_back(*k);
+    pool.v.push_back(*v);
   }
-  return kv;
+  return pool;
 }
 
-void Model::free_kv_cache(KvCache& kv) {
-  for (auto& t : kv.k) backend_.free(t);
-  for (auto& t : kv.v) backend_.free(t);
-  kv.k.clear();
-  kv.v.clear();
-  kv.n_past = 0;
+void Model::free_kv_pool(KvPool& pool) {
+  for (auto& t : pool.k) backend_.free(t);
+  for (auto& t : pool.v) backend_.free(t);
+  pool.k.clear();
+  pool.v.clear();
 }
 
-Status Model::ensure_scratch(int64_t n_tokens, int64_t n_out) {
+Status Model::reserve(const StepLimits& lim) {
+  if (lim.max_tokens < 1 || lim.max_seqs < 1 || lim.max_blocks < 1 || lim.max_out < 1) {
+    return make_error("forward: step limits must be at least 1 token, sequence, block and output row");
+  }
   Scratch& s = *scratch_;
-  if (n_tokens <= s.cap_tokens && n_out <= s.cap_out) return ok_status();
   s.free_all(backend_);
+  limits_ = StepLimits{};
   const ModelConfig& c = config_;
-  const int64_t n = std::max(n_tokens, 2 * s.cap_tokens), no = std::max(n_out, 2 * s.cap_out);
+  const int64_t n = lim.max_tokens, no = lim.max_out;
   const int64_t q_dim = int64_t(c.n_heads) * c.head_dim, kv_dim = int64_t(c.n_kv_heads) * c.head_dim;
   struct Want { Tensor* t; GgmlType type; int64_t rows, cols; };
   const Want wants[] = {
       {&s.ids, GgmlType::kI32, n, 1},           {&s.positions, GgmlType::kI32, n, 1},
+      {&s.slots, GgmlType::kI32, n, 1},         {&s.seq_ids, GgmlType::kI32, n, 1},
+      {&s.block_tables, GgmlType::kI32, int64_t(lim.max_seqs) * lim.max_blocks, 1},
+      {&s.out_ids, GgmlType::kI32, no, 1},
       {&s.x, GgmlType::kF32, n, c.hidden_size}, {&s.h, GgmlType::kF32, n, c.hidden_size},
       {&s.q, GgmlType::kF32, n, q_dim},         {&s.k, GgmlType::kF32, n, kv_dim},
       {&s.v, GgmlType::kF32, n, kv_dim},        {&s.attn, GgmlType::kF32, n, q_dim},
@@ -160,21 +195,20 @@ Status Model::ensure_scratch(int64_t n_tokens, int64_t n_out) {
     auto t = backend_.alloc(want.type, want.rows, want.cols);
     if (!t.ok()) {
       s.free_all(backend_);
-      return make_error("forward: scratch for " + std::to_string(n) + " tokens: " + t.message());
+      return make_error("forward: step buffers for " + std::to_string(n) + " tokens: " + t.message());
     }
     *want.t = *t;
   }
-  s.cap_tokens = n;
-  s.cap_out = no;
+  limits_ = lim;
   return ok_status();
 }
 
 void Model::Scratch::free_all(Backend& backend) {
-  for (Tensor* t : {&ids, &positions, &x, &h, &q, &k, &v, &attn, &gate, &up, &out_rows, &logits}) {
+  for (Tensor* t : {&ids, &positions, &slots, &seq_ids, &block_tables, &out_ids, &x, &h, &q, &k, &v, &attn, &gate,
+                    &up, &out_rows, &logits}) {
     if (t->valid()) backend.free(*t);
     *t = Tensor{};
   }
-  cap_tokens = cap_out = 0;
 }
 
 void Model::observe(std::string_view name, int layer_idx, const Tensor& t) {
@@ -185,45 +219,117 @@ void Model::observe(std::string_view name, int layer_idx, const Tensor& t) {
   hook_(name, layer_idx, t.n_rows, t.n_cols, host);
 }
 
-Status Model::forward(const Batch& batch, std::vector<float>& logits) {
-  if (batch.sequences.empty()) return make_error("forward: empty batch");
-  int64_t n_tokens = 0, n_out = 0;
-  for (const BatchSequence& s : batch.sequences) {
-    ONEBIT_CHECK(s.kv != nullptr && static_cast<int32_t>(s.kv->k.size()) == config_.n_layers);
-    if (s.tokens.empty()) return make_error("forward: a sequence of the batch has no tokens");
-    for (TokenId id : s.tokens) {
-      if (id < 0 || id >= config_.vocab_size) {
-        return make_error("forward: token id " + std::to_string(id) + " is outside the vocabulary 0.." +
-                          std::to_string(config_.vocab_size - 1));
+Status Model::validate(const StepBatch& b, const KvPool& pool) const {
+  const int64_t n = b.n_tokens();
+  if (n == 0) return make_error("forward: empty step");
+  if (int64_t(b.positions.size()) != n || int64_t(b.slots.size()) != n || int64_t(b.seq_ids.size()) != n ||
+      b.max_blocks < 1 || b.block_tables.size() % size_t(b.max_blocks) != 0) {
+    return make_error("forward: step arrays disagree in length");
+  }
+  const int64_t n_seqs = b.n_seqs();
+  if (n > limits_.max_tokens || n_seqs > limits_.max_seqs || b.max_blocks > limits_.max_blocks ||
+      int64_t(b.out_rows.size()) > limits_.max_out) {
+    return make_error("forward: step of " + std::to_string(n) + " tokens, " + std::to_string(n_seqs) + " sequences, " +
+                      std::to_string(b.max_blocks) + " blocks, " + std::to_string(b.out_rows.size()) +
+                      " outputs is beyond the reserved " + std::to_string(limits_.max_tokens) + ", " +
+                      std::to_string(limits_.max_seqs) + ", " + std::to_string(limits_.max_blocks) + ", " +
+                      std::to_string(limits_.max_out));
+  }
+  if (static_cast<int32_t>(pool.k.size()) != config_.n_layers) return make_error("forward: the K/V pool is not this model's");
+  const int64_t bs = pool.block_size;
+  std::vector<int32_t> max_pos(static_cast<size_t>(n_seqs), -1);
+  for (int64_t i = 0; i < n; ++i) {
+    const TokenId id = b.tokens[i];
+    if (id < 0 || id >= config_.vocab_size) {
+      return make_error("forward: token id " + std::to_string(id) + " is outside the vocabulary 0.." +
+                        std::to_string(config_.vocab_size - 1));
+    }
+    const int32_t s = b.seq_ids[i], pos = b.positions[i];
+    if (s < 0 || s >= n_seqs || pos < 0 || pos / bs >= b.max_blocks) {
+      return make_error("forward: token " + std::to_string(i) + " has sequence " + std::to_string(s) + " and position " +
+                        std::to_string(pos) + " outside the step's block tables");
+    }
+    const int32_t block = b.block_tables[size_t(s) * b.max_blocks + pos / bs];
+    if (b.slots[i] != block * bs + pos % bs) {
+      return make_error("forward: token " + std::to_string(i) + " at position " + std::to_string(pos) +
+                        " has K/V slot " + std::to_string(b.slots[i]) + ", not where its block table puts it");
+    }
+    max_pos[s] = std::max(max_pos[s], pos);
+  }
+  // Every key a query reads (and so every slot written) lies in a block of the pool.
+  for (int64_t s = 0; s < n_seqs; ++s) {
+    for (int64_t j = 0; j <= max_pos[s] / bs && max_pos[s] >= 0; ++j) {
+      const int32_t block = b.block_tables[size_t(s) * b.max_blocks + j];
+      if (block < 0 || block >= pool.n_blocks) {
+        return make_error("forward: block table " + std::to_string(s) + " entry " + std::to_string(j) + " is " +
+                          std::to_string(block) + "; the pool has " + std::to_string(pool.n_blocks) + " blocks");
       }
     }
-    if (int64_t(s.kv->n_past) + int64_t(s.tokens.size()) > s.kv->n_ctx) {
-      return make_error("forward: sequence needs " + std::to_string(s.kv->n_past + s.tokens.size()) +
-                        " positions; its context is " + std::to_string(s.kv->n_ctx) +
-                        "; shorten the prompt or raise the context size");
-    }
-    n_tokens += static_cast<int64_t>(s.tokens.size());
-    n_out += s.all_logits ? static_cast<int64_t>(s.tokens.size()) : 1;
   }
-  ONEBIT_TRY(ensure_scratch(n_tokens, n_out));
-  // Token ids and positions of the whole batch, in batch order.
-  std::vector<int32_t> ids, positions;  // [n_tokens]
-  for (const BatchSequence& s : batch.sequences) {
-    for (size_t i = 0; i < s.tokens.size(); ++i) {
-      ids.push_back(s.tokens[i]);
-      positions.push_back(s.kv->n_past + static_cast<int32_t>(i));
+  for (size_t o = 0; o < b.out_rows.size(); ++o) {
+    if (b.out_rows[o] < 0 || b.out_rows[o] >= n || (o > 0 && b.out_rows[o] <= b.out_rows[o - 1])) {
+      return make_error("forward: output rows must be increasing token indices");
     }
   }
+  return ok_status();
+}
+
+Status Model::forward(const StepBatch& b, KvPool& pool, std::vector<float>& logits) {
+  ONEBIT_TRY(validate(b, pool));
+  const int64_t n = b.n_tokens(), n_seqs = b.n_seqs(), n_out = static_cast<int64_t>(b.out_rows.size());
   Scratch& sc = *scratch_;
-  const Tensor ids_t = sc.ids.rows(0, n_tokens).reshaped(1, n_tokens);
-  const Tensor pos_t = sc.positions.rows(0, n_tokens).reshaped(1, n_tokens);
-  backend_.write(ids_t, ids.data());
-  backend_.write(pos_t, positions.data());
-  forward_llama(batch, n_tokens, n_out);
+  backend_.write(first_i32(sc.ids, n), b.tokens.data());
+  backend_.write(first_i32(sc.positions, n), b.positions.data());
+  backend_.write(first_i32(sc.slots, n), b.slots.data());
+  backend_.write(first_i32(sc.seq_ids, n), b.seq_ids.data());
+  backend_.write(first_i32(sc.block_tables, int64_t(b.block_tables.size())), b.block_tables.data());
+  if (n_out > 0) backend_.write(first_i32(sc.out_ids, n_out), b.out_rows.data());
+  forward_llama(pool, n, n_seqs, b.max_blocks, n_out);
   logits.resize(static_cast<size_t>(n_out * config_.vocab_size));
-  backend_.read(sc.logits.rows(0, n_out), logits.data());
+  if (n_out > 0) backend_.read(sc.logits.rows(0, n_out), logits.data());
   backend_.synchronize();
-  for (const BatchSequence& s : batch.sequences) s.kv->n_past += static_cast<int32_t>(s.tokens.size());
+  return ok_status();
+}
+
+Result<KvCache> Model::new_kv_cache(int32_t n_ctx) {
+  if (n_ctx < 1) return make_error("kv cache: context of " + std::to_string(n_ctx) + " positions; need at least 1");
+  KvCache kv;
+  kv.n_ctx = n_ctx;
+  ONEBIT_ASSIGN_OR_RETURN(kv.pool, new_kv_pool((n_ctx + kCacheBlock - 1) / kCacheBlock, kCacheBlock, GgmlType::kF32));
+  return kv;
+}
+
+void Model::free_kv_cache(KvCache& kv) {
+  free_kv_pool(kv.pool);
+  kv.n_past = 0;
+}
+
+Status Model::forward(KvCache& kv, std::span<const TokenId> tokens, bool all_logits, std::vector<float>& logits) {
+  if (tokens.empty()) return make_error("forward: no tokens to run");
+  if (int64_t(kv.n_past) + int64_t(tokens.size()) > kv.n_ctx) {
+    return make_error("forward: sequence needs " + std::to_string(kv.n_past + tokens.size()) +
+                      " positions; its context is " + std::to_string(kv.n_ctx) +
+                      "; shorten the prompt or raise the context size");
+  }
+  const int32_t n = static_cast<int32_t>(tokens.size());
+  StepBatch b;
+  b.tokens.assign(tokens.begin(), tokens.end());
+  for (int32_t i = 0; i < n; ++i) {
+    b.positions.push_back(kv.n_past + i);
+    b.slots.push_back(kv.n_past + i);  // identity table: block j holds positions j * bs ..
+    b.seq_ids.push_back(0);
+    if (all_logits || i == n - 1) b.out_rows.push_back(i);
+  }
+  b.max_blocks = kv.pool.n_blocks;
+  for (int32_t j = 0; j < kv.pool.n_blocks; ++j) b.block_tables.push_back(j);
+  const StepLimits& l = limits_;
+  const int32_t n_out = static_cast<int32_t>(b.out_rows.size());
+  if (n > l.max_tokens || b.max_blocks > l.max_blocks || n_out > l.max_out) {
+    ONEBIT_TRY(reserve(StepLimits{std::max(n, 2 * l.max_tokens), std::max(1, l.max_seqs),
+                                  std::max(b.max_blocks, l.max_blocks), std::max(n_out, 2 * l.max_out)}));
+  }
+  ONEBIT_TRY(forward(b, kv.pool, logits));
+  kv.n_past += n;
   return ok_status();
 }
 

@@ -1,6 +1,6 @@
 // A loaded transformer (llama, qwen2, qwen3) over a Backend: weights bound from the mapped GGUF,
-// per-sequence K/V storage, and the one seam the engine uses: a batch of (sequence, positions,
-// tokens) in, logits out. Knows nothing of HTTP, tokenizers or sampling.
+// paged K/V pools, and the one seam the engine uses: a step batch (tokens, positions, K/V slots,
+// block tables) in, logits out. Knows nothing of HTTP, tokenizers or sampling.
 #pragma once
 
 #include <cstdint>
@@ -19,23 +19,47 @@ namespace onebit {
 
 using TokenId = int32_t;
 
-// One sequence's keys and values, resident in the backend. Rows are positions.
+// Paged K/V storage for many sequences: per layer one pool of n_blocks * block_size rows. Which
+// rows belong to which sequence is the engine's business (engine/block_manager.h); the model
+// only stores and reads rows where a StepBatch says.
+struct KvPool {
+  GgmlType type = GgmlType::kF16;  // F16 or F32
+  int32_t block_size = 0;          // rows per block
+  int32_t n_blocks = 0;
+  std::vector<Tensor> k;           // [n_layers] each [n_blocks * block_size, n_kv_heads * head_dim]
+  std::vector<Tensor> v;           // [n_layers] likewise
+};
+
+// One engine step: tokens of several sequences (prefill chunks and decode tokens mixed), each
+// with its position, the pool row its K/V go to and the block table it attends through.
+struct StepBatch {
+  std::vector<TokenId> tokens;        // [n]
+  std::vector<int32_t> positions;     // [n] position of each token in its sequence
+  std::vector<int32_t> slots;         // [n] pool row of each token's K/V: table[pos / bs] * bs + pos % bs
+  std::vector<int32_t> seq_ids;       // [n] row of block_tables the token belongs to
+  std::vector<int32_t> block_tables;  // [n_seqs, max_blocks] row-major; -1 past a sequence's blocks
+  int32_t max_blocks = 0;
+  std::vector<int32_t> out_rows;      // [n_out] indices of the tokens that get logits, in order
+
+  int32_t n_tokens() const { return static_cast<int32_t>(tokens.size()); }
+  int32_t n_seqs() const { return max_blocks > 0 ? static_cast<int32_t>(block_tables.size()) / max_blocks : 0; }
+  void clear();
+};
+
+// The largest step the scratch buffers hold (Model::reserve).
+struct StepLimits {
+  int32_t max_tokens = 0;   // tokens of a step
+  int32_t max_seqs = 0;     // sequences of a step
+  int32_t max_blocks = 0;   // block table entries of a sequence
+  int32_t max_out = 0;      // rows that get logits
+};
+
+// One sequence with a pool of its own (block table = identity): for tools and tests that score a
+// single text (`1bit run` and the server use the engine).
 struct KvCache {
+  KvPool pool;
   int32_t n_ctx = 0;              // capacity in positions
-  int32_t n_past = 0;             // positions filled (0 .. n_ctx); the next token goes here
-  std::vector<Tensor> k;          // [n_layers] each [n_ctx, n_kv_heads * head_dim]
-  std::vector<Tensor> v;          // [n_layers] each [n_ctx, n_kv_heads * head_dim]
-};
-
-// A run of consecutive tokens of one sequence, starting at the cache's n_past.
-struct BatchSequence {
-  KvCache* kv = nullptr;               // not owned; gets n_past += tokens.size()
-  std::span<const TokenId> tokens;     // [n_tokens], at least one
-  bool all_logits = false;             // logits for every token, else for the last only
-};
-
-struct Batch {
-  std::vector<BatchSequence> sequences;
+  int32_t n_past = 0;             // positions filled; the next token goes here
 };
 
 // Debug hook: called with each named intermediate (a host copy, row-major [n_rows, n_cols]) after
@@ -75,14 +99,29 @@ class Model {
   const ModelConfig& config() const { return config_; }
   Backend& backend() { return backend_; }
 
-  // K/V storage for one sequence of up to n_ctx positions. Errors when memory runs out.
+  // Bytes of K and V of one token (every layer) stored as `type`.
+  int64_t kv_bytes_per_token(GgmlType type) const;
+  // A pool of n_blocks blocks of block_size rows per layer, of F16 or F32. Errors when memory
+  // runs out.
+  Result<KvPool> new_kv_pool(int32_t n_blocks, int32_t block_size, GgmlType type);
+  void free_kv_pool(KvPool& pool);
+
+  // Sizes the step buffers for steps up to `limits` (frees the previous ones). The engine calls
+  // it once at start; nothing is allocated while serving.
+  Status reserve(const StepLimits& limits);
+  const StepLimits& limits() const { return limits_; }
+
+  // Runs one step over `pool` and writes logits [n_out, vocab_size] (out_rows order) to `logits`
+  // (resized). Errors (and runs nothing) on a token id outside the vocabulary, a step beyond the
+  // reserved limits, or positions, slots and block tables that do not agree.
+  Status forward(const StepBatch& batch, KvPool& pool, std::vector<float>& logits);
+
+  // Single-sequence use: an F32 cache of up to n_ctx positions, and a forward that continues it
+  // at n_past with logits for the last token, or every token with all_logits. Grows the step
+  // buffers as needed. Errors as forward, and on a run past n_ctx.
   Result<KvCache> new_kv_cache(int32_t n_ctx);
   void free_kv_cache(KvCache& kv);
-
-  // Runs the batch and writes logits [n_out, vocab_size] to `logits` (resized), n_out summing one
-  // row per sequence or one per token for all_logits sequences, in batch order. Errors (and runs
-  // nothing) on a token id outside the vocabulary or a sequence that would overflow its cache.
-  Status forward(const Batch& batch, std::vector<float>& logits);
+  Status forward(KvCache& kv, std::span<const TokenId> tokens, bool all_logits, std::vector<float>& logits);
 
   // Installs (or with nullptr removes) the debug hook; slows every step while set.
   void set_debug_hook(DebugHook hook) { hook_ = std::move(hook); }
@@ -91,17 +130,18 @@ class Model {
   struct Scratch;
   Model(const GgufFile& file, Backend& backend, ModelConfig config);
   Status bind_weights();
-  Status ensure_scratch(int64_t n_tokens, int64_t n_out);
+  Status validate(const StepBatch& batch, const KvPool& pool) const;
   // Calls the hook with a host copy of `t` (no-op without a hook).
   void observe(std::string_view name, int layer_idx, const Tensor& t);
-  // The llama-family forward (model/llama.cpp): tokens already in scratch.
-  void forward_llama(const Batch& batch, int64_t n_tokens, int64_t n_out);
+  // The llama-family forward (model/llama.cpp): the step's inputs already in scratch.
+  void forward_llama(const KvPool& pool, int64_t n_tokens, int64_t n_seqs, int64_t max_blocks, int64_t n_out);
 
   const GgufFile& file_;
   Backend& backend_;
   ModelConfig config_;
   ModelWeights w_;
   std::unique_ptr<Scratch> scratch_;
+  StepLimits limits_;
   DebugHook hook_;
 };
 

@@ -5,21 +5,23 @@
 
 namespace onebit {
 
-// Activations of one forward, sized for the largest batch so far (views of the first rows are
-// used). A device backend can capture a step over these fixed buffers as one graph.
+// Inputs and activations of one step, sized by Model::reserve for the largest step (views of the
+// first rows are used). A device backend can capture a step over these fixed buffers as a graph.
 struct Model::Scratch {
-  int64_t cap_tokens = 0;  // rows of the per-token buffers
-  int64_t cap_out = 0;     // rows of the output buffers
-  Tensor ids;              // I32 [cap_tokens, 1]
-  Tensor positions;        // I32 [cap_tokens, 1]
-  Tensor x;                // [cap_tokens, hidden] the residual stream
-  Tensor h;                // [cap_tokens, hidden] normed input / branch output
-  Tensor q;                // [cap_tokens, n_heads * head_dim]
-  Tensor k, v;             // [cap_tokens, n_kv_heads * head_dim]
-  Tensor attn;             // [cap_tokens, n_heads * head_dim]
-  Tensor gate, up;         // [cap_tokens, intermediate]
-  Tensor out_rows;         // [cap_out, hidden] final-normed rows that get logits
-  Tensor logits;           // [cap_out, vocab]
+  Tensor ids;              // I32 [1, max_tokens]
+  Tensor positions;        // I32 [1, max_tokens]
+  Tensor slots;            // I32 [1, max_tokens]
+  Tensor seq_ids;          // I32 [1, max_tokens]
+  Tensor block_tables;     // I32 [1, max_seqs * max_blocks]
+  Tensor out_ids;          // I32 [1, max_out]
+  Tensor x;                // [max_tokens, hidden] the residual stream
+  Tensor h;                // [max_tokens, hidden] normed input / branch output
+  Tensor q;                // [max_tokens, n_heads * head_dim]
+  Tensor k, v;             // [max_tokens, n_kv_heads * head_dim]
+  Tensor attn;             // [max_tokens, n_heads * head_dim]
+  Tensor gate, up;         // [max_tokens, intermediate]
+  Tensor out_rows;         // [max_out, hidden] final-normed rows that get logits
+  Tensor logits;           // [max_out, vocab]
 
   void free_all(Backend& backend);
 };

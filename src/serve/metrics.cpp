@@ -21,7 +21,7 @@ void Metrics::add_generation(int64_t n_prompt_tokens, int64_t n_cached_tokens, i
   decode_us_total_.fetch_add(static_cast<int64_t>(decode_ms * 1000.0));
 }
 
-std::string Metrics::prometheus_text(int64_t n_queued, int64_t n_running) const {
+std::string Metrics::prometheus_text(const EngineGauges& g) const {
   std::ostringstream out;
   out.precision(12);
   emit(out, "onebit_requests_total", "counter", "Completion requests received.", requests_total_.load());
@@ -31,8 +31,16 @@ std::string Metrics::prometheus_text(int64_t n_queued, int64_t n_running) const 
   emit(out, "onebit_tokens_predicted_total", "counter", "Tokens generated.", completion_tokens_total_.load());
   emit(out, "onebit_prompt_seconds_total", "counter", "Time spent on prompt processing.", prompt_us_total_.load() / 1e6);
   emit(out, "onebit_tokens_predicted_seconds_total", "counter", "Time spent generating tokens.", decode_us_total_.load() / 1e6);
-  emit(out, "onebit_requests_queued", "gauge", "Sequences waiting for a slot.", static_cast<double>(n_queued));
-  emit(out, "onebit_requests_processing", "gauge", "Sequences running.", static_cast<double>(n_running));
+  emit(out, "onebit_requests_queued", "gauge", "Sequences waiting for admission (preempted ones included).", double(g.queued));
+  emit(out, "onebit_requests_processing", "gauge", "Sequences running.", double(g.running));
+  emit(out, "onebit_kv_blocks_used", "gauge", "K/V blocks held by sequences.", double(g.blocks_used));
+  emit(out, "onebit_kv_blocks_free", "gauge", "K/V blocks no sequence holds (cached ones included).", double(g.blocks_free));
+  emit(out, "onebit_kv_blocks_cached", "gauge", "Free K/V blocks that still hold a cached prefix.", double(g.blocks_cached));
+  emit(out, "onebit_prefix_cache_hit_tokens_total", "counter", "Prompt tokens taken from the prefix cache.", double(g.prefix_hit_tokens));
+  emit(out, "onebit_preemptions_total", "counter", "Sequences preempted (K/V released, recomputed later).", double(g.preemptions));
+  emit(out, "onebit_engine_steps_total", "counter", "Engine steps run.", double(g.steps));
+  emit(out, "onebit_engine_step_tokens_total", "counter", "Tokens of all engine steps.", double(g.step_tokens));
+  emit(out, "onebit_engine_tokens_per_step", "gauge", "Tokens of the last engine step.", double(g.last_step_tokens));
   return out.str();
 }
 

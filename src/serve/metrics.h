@@ -8,6 +8,14 @@
 
 namespace onebit {
 
+// The engine's gauges and counters at the moment of the scrape.
+struct EngineGauges {
+  int64_t queued = 0, running = 0;
+  int64_t blocks_used = 0, blocks_free = 0, blocks_cached = 0;
+  int64_t prefix_hit_tokens = 0, preemptions = 0;
+  int64_t steps = 0, step_tokens = 0, last_step_tokens = 0;
+};
+
 class Metrics {
  public:
   void add_request() { requests_total_.fetch_add(1); }
@@ -16,8 +24,8 @@ class Metrics {
   void add_generation(int64_t n_prompt_tokens, int64_t n_cached_tokens, int64_t n_completion_tokens, double prompt_ms,
                       double decode_ms);
 
-  // The counters, then the gauges given (queue length, sequences running).
-  std::string prometheus_text(int64_t n_queued, int64_t n_running) const;
+  // The counters, then the engine's.
+  std::string prometheus_text(const EngineGauges& engine) const;
 
  private:
   std::atomic<int64_t> requests_total_{0};

@@ -68,16 +68,18 @@ void reply_whole(std::shared_ptr<Completion> c, httplib::Response& res, std::sha
 
 }  // namespace
 
-NativeBackend::NativeBackend(NativeOptions options) : options_(std::move(options)) {}
+NativeEngine::NativeEngine(NativeOptions options) : options_(std::move(options)) {
+  for (size_t i = 0; i < options_.roles.size(); ++i) metrics_.push_back(std::make_unique<Metrics>());
+}
 
-NativeBackend::~NativeBackend() {
+NativeEngine::~NativeEngine() {
   // The engine's worker uses the model: stop it first.
-  service_.reset();
+  services_.clear();
   engine_.reset();
   model_.reset();
 }
 
-Status NativeBackend::load() {
+Status NativeEngine::load() {
   auto file = GgufFile::open(options_.model_path);
   if (!file.ok()) return make_error("model file: " + file.message());
   file_ = std::make_unique<GgufFile>(std::move(*file));
@@ -98,18 +100,43 @@ Status NativeBackend::load() {
   const int64_t train_ctx = model_->config().context_length > 0 ? model_->config().context_length : kDefaultMaxCtx;
   EngineOptions eo;
   eo.n_ctx = static_cast<int32_t>(options_.ctx_size > 0 ? options_.ctx_size : std::min(train_ctx, kDefaultMaxCtx));
-  eo.n_slots = options_.n_slots;
+  eo.pool_slots = options_.pool_slots;
+  eo.batch_tokens = options_.batch_tokens;
+  eo.cache_type = options_.cache_type == "f32" ? GgmlType::kF32 : GgmlType::kF16;
+  eo.kv_tokens = options_.kv_memory > 0 ? options_.kv_memory / model_->kv_bytes_per_token(eo.cache_type) : 0;
   const Tokenizer* tok = tokenizer_.get();
   eo.is_end = [tok](TokenId t) { return tok->is_end_of_generation(t); };
+  const int32_t n_ctx = eo.n_ctx;
   auto engine = Engine::start(*model_, std::move(eo));
-  if (!engine.ok()) return make_error("engine (context " + std::to_string(eo.n_ctx) + "): " + engine.message());
+  if (!engine.ok()) return make_error("engine (context " + std::to_string(n_ctx) + "): " + engine.message());
   engine_ = std::move(*engine);
-  auto service = ApiService::create(*tokenizer_, *engine_, {options_.alias, options_.model_path, template_source});
-  if (!service.ok()) return service.error();
-  service_ = std::move(*service);
+  for (size_t pool = 0; pool < options_.roles.size(); ++pool) {
+    auto service = ApiService::create(*tokenizer_, *engine_,
+                                      {options_.alias, options_.model_path, template_source, static_cast<int32_t>(pool)});
+    if (!service.ok()) return service.error();
+    services_.push_back(std::move(*service));
+  }
   ready_.store(true);
   return ok_status();
 }
+
+std::string NativeEngine::describe() const {
+  const EngineLayout& l = engine_->layout();
+  const int64_t positions = int64_t(l.n_blocks) * l.block_size;
+  const double mib = double(positions) * double(model_->kv_bytes_per_token(l.cache_type)) / (1024.0 * 1024.0);
+  std::string slots;
+  for (size_t i = 0; i < l.pool_slots.size(); ++i) {
+    slots += (i ? ", " : "") + options_.roles[i] + " " + std::to_string(l.pool_slots[i]);
+  }
+  char line[256];
+  std::snprintf(line, sizeof line, "K/V pool %d blocks of %d positions (%lld positions, %s, %.0f MiB); context %d; "
+                "step budget %d tokens; slots: %s", l.n_blocks, l.block_size, static_cast<long long>(positions),
+                l.cache_type == GgmlType::kF32 ? "f32" : "f16", mib, l.n_ctx, l.batch_tokens, slots.c_str());
+  return line;
+}
+
+NativeBackend::NativeBackend(std::shared_ptr<NativeEngine> engine, size_t pool)
+    : engine_(std::move(engine)), pool_(pool), role_(engine_->options().roles.at(pool)) {}
 
 void NativeBackend::post(const httplib::Request& req, httplib::Response& res, std::shared_ptr<void> hold,
                          const std::string& alias) {
@@ -118,19 +145,20 @@ void NativeBackend::post(const httplib::Request& req, httplib::Response& res, st
   if (!chat && !completion) {
     return set_api_error(res, {ApiErrorKind::kNotSupported, req.path + " is not supported by the native engine yet"});
   }
-  metrics_.add_request();
-  auto started = service_->start_completion(req.body, chat ? Endpoint::kChat : Endpoint::kCompletion);
+  Metrics& metrics = engine_->metrics(pool_);
+  metrics.add_request();
+  auto started = engine_->service(pool_).start_completion(req.body, chat ? Endpoint::kChat : Endpoint::kCompletion);
   if (!started.ok()) {
-    metrics_.add_error();
+    metrics.add_error();
     return set_api_error(res, started.error);
   }
   std::shared_ptr<Completion> c = std::move(*started.value);
-  auto record = [this](const Completion& done) {
+  auto record = [m = &metrics](const Completion& done) {
     const auto& s = done.stats();
-    metrics_.add_generation(s.n_prompt_tokens, s.n_cached_tokens, s.n_completion_tokens, s.prompt_ms, s.decode_ms);
-    if (done.failed()) metrics_.add_error();
+    m->add_generation(s.n_prompt_tokens, s.n_cached_tokens, s.n_completion_tokens, s.prompt_ms, s.decode_ms);
+    if (done.failed()) m->add_error();
   };
-  if (!c->streaming()) return reply_whole(c, res, std::move(hold), record, options_.whole_reply_wait_ms);
+  if (!c->streaming()) return reply_whole(c, res, std::move(hold), record, engine_->options().whole_reply_wait_ms);
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
@@ -157,16 +185,27 @@ void NativeBackend::post(const httplib::Request& req, httplib::Response& res, st
 
 void NativeBackend::relay(const httplib::Request& req, httplib::Response& res) {
   const std::string& p = req.path;
-  if (p == "/tokenize") return set_result(res, service_->tokenize(req.body));
-  if (p == "/detokenize") return set_result(res, service_->detokenize(req.body));
-  if (p == "/apply-template") return set_result(res, service_->apply_template(req.body));
-  if (p == "/props") return set_json(res, 200, service_->props());
-  if (p == "/slots") return set_json(res, 200, service_->slots());
+  ApiService& service = engine_->service(pool_);
+  if (p == "/tokenize") return set_result(res, service.tokenize(req.body));
+  if (p == "/detokenize") return set_result(res, service.detokenize(req.body));
+  if (p == "/apply-template") return set_result(res, service.apply_template(req.body));
+  if (p == "/props") return set_json(res, 200, service.props());
+  if (p == "/slots") return set_json(res, 200, service.slots());
   if (p == "/metrics") {
-    EngineState s = engine_->state();
-    const auto running = std::count_if(s.slot_task.begin(), s.slot_task.end(), [](int64_t t) { return t >= 0; });
+    const EngineState s = engine_->engine().state();
+    EngineGauges g;
+    g.queued = static_cast<int64_t>(s.n_queued);
+    g.running = static_cast<int64_t>(s.n_running);
+    g.blocks_used = s.blocks_used;
+    g.blocks_free = s.blocks_free;
+    g.blocks_cached = s.blocks_cached;
+    g.prefix_hit_tokens = s.prefix_hit_tokens;
+    g.preemptions = s.preemptions;
+    g.steps = s.steps;
+    g.step_tokens = s.step_tokens;
+    g.last_step_tokens = s.last_step_tokens;
     res.status = 200;
-    res.set_content(metrics_.prometheus_text(static_cast<int64_t>(s.n_queued), running), "text/plain; version=0.0.4");
+    res.set_content(engine_->metrics(pool_).prometheus_text(g), "text/plain; version=0.0.4");
     return;
   }
   set_api_error(res, {ApiErrorKind::kNotFound, "no route " + req.method + " " + p});

@@ -1,11 +1,14 @@
-// The native engine as a FrontBackend: loads the GGUF (vocabulary, chat template, weights) on the
-// CPU backend, starts the Engine and serves the API (api/service.h) over cpp-httplib, streams as
-// Server-Sent Events. A client that disconnects mid-stream cancels its sequence.
+// The native engine behind the front: NativeEngine loads the GGUF (vocabulary, chat template,
+// weights) once on the CPU backend and starts one Engine with a slot pool per planned backend
+// (--adaptive: the primary's and the overflow's, over one model and one thread pool). Each
+// NativeBackend is the FrontBackend of one pool: it serves the API (api/service.h) over
+// cpp-httplib and streams Server-Sent Events. A client that disconnects cancels its sequence.
 #pragma once
 
 #include <atomic>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "serve/backend.h"
@@ -23,11 +26,14 @@ class ApiService;
 struct NativeOptions {
   std::string model_path;
   std::string alias;
-  std::string role = "primary";  // "primary" or "overflow" (--adaptive): for logs and /metrics
   std::string route = "cpu";
-  int64_t ctx_size = 0;    // 0: the model's training context, capped at kDefaultMaxCtx
-  int32_t n_slots = 1;
-  int n_threads = 0;       // 0: the machine's cores
+  std::vector<std::string> roles = {"primary"};  // one slot pool each ("primary", "overflow")
+  std::vector<int32_t> pool_slots = {1};         // sequences running together, per pool
+  int64_t ctx_size = 0;       // 0: the model's training context, capped at kDefaultMaxCtx
+  int n_threads = 0;          // 0: the machine's cores
+  int32_t batch_tokens = 0;   // tokens per engine step; 0: the engine's default
+  int64_t kv_memory = 0;      // K/V pool bytes; 0: ctx_size x slots
+  std::string cache_type = "f16";
   // A reply that is not streamed and not done by then is sent chunked, with a blank every
   // kKeepAliveMs, so that a client that left is noticed ($ONEBIT_WHOLE_REPLY_WAIT_MS).
   int whole_reply_wait_ms = 2000;
@@ -39,20 +45,22 @@ inline constexpr int kKeepAliveMs = 200;
 // The context used when --ctx-size is 0 and the model's own is larger (memory: one slot's K/V).
 inline constexpr int64_t kDefaultMaxCtx = 8192;
 
-class NativeBackend : public FrontBackend {
+// The loaded model and its engine, shared by the pools' backends.
+class NativeEngine {
  public:
-  explicit NativeBackend(NativeOptions options);
-  ~NativeBackend() override;
+  explicit NativeEngine(NativeOptions options);
+  ~NativeEngine();
 
   // Loads everything; blocking. Errors start with the stage ("vocabulary: ", "model: ").
   Status load();
+  bool ready() const { return ready_.load(); }
+  // One line on the K/V pool, step budget and slots (for the startup log).
+  std::string describe() const;
 
-  std::string label() const override { return options_.role + "/" + options_.route; }
-  std::string route() const override { return options_.route; }
-  bool ready() const override { return ready_.load(); }
-  void post(const httplib::Request& req, httplib::Response& res, std::shared_ptr<void> hold,
-            const std::string& alias) override;
-  void relay(const httplib::Request& req, httplib::Response& res) override;
+  const NativeOptions& options() const { return options_; }
+  Engine& engine() { return *engine_; }
+  ApiService& service(size_t pool) { return *services_.at(pool); }
+  Metrics& metrics(size_t pool) { return *metrics_.at(pool); }
 
  private:
   NativeOptions options_;
@@ -61,9 +69,27 @@ class NativeBackend : public FrontBackend {
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<Engine> engine_;
-  std::unique_ptr<ApiService> service_;
-  Metrics metrics_;
+  std::vector<std::unique_ptr<ApiService>> services_;  // [pools]
+  std::vector<std::unique_ptr<Metrics>> metrics_;       // [pools]
   std::atomic<bool> ready_{false};
+};
+
+// The FrontBackend of one slot pool of a NativeEngine.
+class NativeBackend : public FrontBackend {
+ public:
+  NativeBackend(std::shared_ptr<NativeEngine> engine, size_t pool);
+
+  std::string label() const override { return role_ + "/" + engine_->options().route; }
+  std::string route() const override { return engine_->options().route; }
+  bool ready() const override { return engine_->ready(); }
+  void post(const httplib::Request& req, httplib::Response& res, std::shared_ptr<void> hold,
+            const std::string& alias) override;
+  void relay(const httplib::Request& req, httplib::Response& res) override;
+
+ private:
+  std::shared_ptr<NativeEngine> engine_;
+  size_t pool_;
+  std::string role_;
 };
 
 }  // namespace onebit

@@ -91,6 +91,9 @@ std::vector<std::string> child_argv(const PlanInputs& in, const std::string& rou
     if (d.p_min) a.insert(a.end(), {"--spec-draft-p-min", format_number(*d.p_min)});
   }
   if (in.model.hadamard_q4_0 == 32 && in.model.expert_count > 0) a.insert(a.end(), {"-ub", "1024"});
+  if (o.threads > 0) a.insert(a.end(), {"-t", std::to_string(o.threads)});
+  if (o.batch_tokens > 0) a.insert(a.end(), {"-b", std::to_string(o.batch_tokens)});
+  if (!o.cache_type.empty()) a.insert(a.end(), {"-ctk", o.cache_type, "-ctv", o.cache_type});
   return a;
 }
 
@@ -114,6 +117,9 @@ Result<BackendPlan> plan_backend(const PlanInputs& in, const std::string& role, 
   if (!child) return b;
   if (d.kind == DrafterKind::kNgram) {
     return make_error("--ngram drafting runs only on the native engine; drop --ngram, or use --device cpu or cuda without --llama-server");
+  }
+  if (in.options.kv_memory > 0) {
+    return make_error("--kv-memory sizes the native engine's K/V pool; llama-server has no such option (drop it, or give --ctx-size)");
   }
   ONEBIT_ASSIGN_OR_RETURN(b.binary, find_llama_server(route, in.options, in.environment));
   b.argv = child_argv(in, route, slots, slots_given, d);
@@ -196,6 +202,7 @@ Result<Plan> make_plan(const PlanInputs& in) {
   plan.ctx_size = o.ctx_size;
   plan.api_key_set = !o.api_key.empty();
   const DrafterPlan drafter = plan_drafter(in);
+  if (!child) plan.engine = EnginePlan{o.threads, o.batch_tokens, o.kv_memory, o.cache_type.empty() ? "f16" : o.cache_type};
   if (!o.adaptive) {
     ONEBIT_ASSIGN_OR_RETURN(auto b, plan_backend(in, "primary", route, child, o.parallel.value_or(1),
                                                  o.parallel.has_value(), drafter));
@@ -238,6 +245,14 @@ nlohmann::json Plan::to_json() const {
       for (const auto& [k, v] : b.env_added) jb["env"][k] = v;
     }
     j["backends"].push_back(std::move(jb));
+  }
+  if (engine) {
+    j["engine"] = {{"threads", engine->threads},
+                   {"batch_tokens", engine->batch_tokens},
+                   {"kv_memory", engine->kv_memory},
+                   {"cache_type", engine->cache_type},
+                   {"pools", nlohmann::json::array()}};
+    for (const auto& b : backends) j["engine"]["pools"].push_back({{"role", b.role}, {"slots", b.slots}});
   }
   return j;
 }

@@ -38,7 +38,10 @@ struct ServeOptions {
   bool adaptive = false;
   int64_t adaptive_at = 8;
   std::string api_key;
-  int64_t threads = 0;               // native engine threads per backend; 0 = every core
+  int64_t threads = 0;               // engine threads (child: -t); 0 = every core
+  int64_t batch_tokens = 0;          // --batch-tokens: tokens per engine step (child: -b); 0 = default
+  int64_t kv_memory = 0;             // --kv-memory: K/V pool bytes (native only); 0 = ctx x slots
+  std::string cache_type;            // --cache-type f16 | f32 (child: -ctk/-ctv); empty = f16
   bool dry_run = false;
 };
 
@@ -97,6 +100,14 @@ struct BackendPlan {
 // The argv element that the supervisor replaces with the child's free loopback port.
 inline constexpr const char* kPortPlaceholder = "{port}";
 
+// How the native engine is sized (native routes): what --dry-run shows and the engine starts with.
+struct EnginePlan {
+  int64_t threads = 0;         // 0: every core
+  int64_t batch_tokens = 0;    // 0: the engine's default
+  int64_t kv_memory = 0;       // bytes; 0: ctx_size x slots
+  std::string cache_type = "f16";
+};
+
 struct Plan {
   std::string model_path;
   std::string alias;
@@ -105,6 +116,7 @@ struct Plan {
   int64_t ctx_size = 0;
   bool api_key_set = false;
   std::vector<BackendPlan> backends;  // the primary first
+  std::optional<EnginePlan> engine;   // native routes: one engine serves every backend's slots
 
   nlohmann::json to_json() const;
 };

@@ -25,13 +25,41 @@ const std::vector<OptionSpec>& serve_option_specs() {
       {"adaptive", 0, "", "two backends: a primary, and an overflow with 16 slots"},
       {"adaptive-at", 0, "N", "requests in flight on the primary before overflowing (default 8)"},
       {"api-key", 0, "KEY", "require 'Authorization: Bearer KEY'"},
-      {"threads", 't', "N", "native engine threads per backend (default: every core)"},
+      {"threads", 't', "N", "engine threads (default: every core)"},
+      {"batch-tokens", 0, "N", "tokens per engine step at most (default 512)"},
+      {"kv-memory", 0, "SIZE", "K/V pool size, e.g. 2G or 512M (default: ctx-size x slots)"},
+      {"cache-type", 0, "T", "K/V storage: f16 or f32 (default f16)"},
       {"dry-run", 0, "", "print the plan as JSON and exit"},
       {"jinja", 0, "", "accepted for llama-server compatibility (templates are always Jinja)"},
       {"metrics", 0, "", "accepted for llama-server compatibility (/metrics is always on)"},
   };
   return kSpecs;
 }
+
+namespace {
+
+// "4G", "512M", "64K" or plain bytes -> bytes (binary units).
+Result<int64_t> parse_size(const std::string& option, const std::string& text) {
+  size_t used = 0;
+  double value = 0.0;
+  try {
+    value = std::stod(text, &used);
+  } catch (...) {
+    used = 0;
+  }
+  std::string unit = text.substr(used);
+  double scale = 1.0;
+  if (unit == "K" || unit == "k" || unit == "KiB") scale = 1024.0;
+  else if (unit == "M" || unit == "m" || unit == "MiB") scale = 1024.0 * 1024.0;
+  else if (unit == "G" || unit == "g" || unit == "GiB") scale = 1024.0 * 1024.0 * 1024.0;
+  else if (!unit.empty()) used = 0;
+  if (used == 0 || !(value > 0.0) || value * scale > 1e15) {
+    return make_error(option + " must be a size like 2G, 512M or a byte count; got '" + text + "'");
+  }
+  return static_cast<int64_t>(value * scale);
+}
+
+}  // namespace
 
 Result<ServeOptions> parse_serve_options(const ParsedArgs& args) {
   ServeOptions o;
@@ -82,6 +110,15 @@ Result<ServeOptions> parse_serve_options(const ParsedArgs& args) {
   o.api_key = args.get("api-key");
   if (args.has("api-key") && o.api_key.empty()) return make_error("--api-key must not be empty");
   ONEBIT_ASSIGN_OR_RETURN(o.threads, args.get_int("threads", 0, 0, 1024));
+  ONEBIT_ASSIGN_OR_RETURN(o.batch_tokens, args.get_int("batch-tokens", 0, 1, 65536));
+  if (args.has("kv-memory")) {
+    ONEBIT_ASSIGN_OR_RETURN(o.kv_memory, parse_size("--kv-memory", args.get("kv-memory")));
+  }
+  o.cache_type = args.get("cache-type");
+  if (args.has("cache-type") && o.cache_type != "f16" && o.cache_type != "f32") {
+    return make_error("--cache-type must be f16 or f32; got '" + o.cache_type + "'" +
+                      (o.cache_type == "q8_0" ? " (q8_0 K/V is not built yet)" : ""));
+  }
   o.dry_run = args.has("dry-run");
   return o;
 }

@@ -29,9 +29,8 @@ std::vector<float> logits_of(const GgufFile& f, Backend& be, const std::vector<T
   EXPECT_TRUE(model.ok()) << model.message();
   if (!model.ok()) return {};
   auto kv = (*model)->new_kv_cache(64).value();
-  Batch b{{BatchSequence{&kv, prompt, /*all_logits=*/true}}};
   std::vector<float> logits;
-  EXPECT_TRUE((*model)->forward(b, logits).ok());
+  EXPECT_TRUE((*model)->forward(kv, prompt, /*all_logits=*/true, logits).ok());
   return logits;
 }
 

@@ -115,6 +115,18 @@ class Server {
 };
 
 // The error body's fields, checked.
+// The value of a Prometheus sample `name` in the server's /metrics, or -1 when it is absent.
+inline int64_t metric(const Server& s, const std::string& name) {
+  auto m = s.client().Get("/metrics");
+  const std::string key = "\n" + name + " ";
+  const size_t at = m ? m->body.find(key) : std::string::npos;
+  return at == std::string::npos ? -1 : std::stoll(m->body.substr(at + key.size()));
+}
+
+// Prompt tokens the prefix cache serves to a repeat of an n-token prompt: its full K/V blocks of
+// 16, less the last token when the whole prompt is blocks (it runs again for its logits).
+inline int cached_of_repeat(int n) { return n % 16 == 0 ? n - 1 : n / 16 * 16; }
+
 inline void expect_error_body(const Reply& r, int status, const std::string& type) {
   EXPECT_EQ(r.status, status) << r.raw;
   ASSERT_TRUE(r.body.is_object()) << r.raw;

@@ -82,7 +82,7 @@ Comparison compare(const std::string& hf_dir, const nlohmann::json& golden, Ggml
     const std::vector<TokenId> ids = p["ids"].get<std::vector<TokenId>>();
     auto kv = m.new_kv_cache(static_cast<int32_t>(ids.size()));
     std::vector<float> logits;
-    EXPECT_TRUE(m.forward(Batch{{BatchSequence{&*kv, ids, /*all_logits=*/true}}}, logits).ok());
+    EXPECT_TRUE(m.forward(*kv, ids, /*all_logits=*/true, logits).ok());
     m.free_kv_cache(*kv);
     const auto& ref = p["logits"];
     EXPECT_EQ(ref.size(), ids.size());
@@ -107,6 +107,7 @@ Comparison compare(const std::string& hf_dir, const nlohmann::json& golden, Ggml
   GenerateOptions g;
   g.n_predict = static_cast<int32_t>(want.size());
   g.sampler.temperature = 0.0f;
+  g.cache_type = GgmlType::kF32;  // the model against HF, not the K/V storage
   std::vector<TokenId> got;
   auto st = generate(m, prompt, g, [&](TokenId t) { got.push_back(t); return true; });
   EXPECT_TRUE(st.ok()) << st.message();
@@ -183,7 +184,7 @@ TEST(TinyModelsLayers, HiddenStatesMatchPerLayer) {
     const std::vector<TokenId> ids = p["ids"].get<std::vector<TokenId>>();
     auto kv = (*model)->new_kv_cache(static_cast<int32_t>(ids.size()));
     std::vector<float> logits;
-    ASSERT_TRUE((*model)->forward(Batch{{BatchSequence{&*kv, ids, true}}}, logits).ok());
+    ASSERT_TRUE((*model)->forward(*kv, ids, true, logits).ok());
     const auto& hs = p["hidden_states"];  // [n_layers + 1][n_tokens][hidden]
     const int n_layers = (*model)->config().n_layers;
     for (int l = 0; l <= n_layers; ++l) {

@@ -92,7 +92,9 @@ TEST(Stories260K, GreedyMatchesGoldenText) {
   EXPECT_EQ(text, golden);
 }
 
-TEST(Stories260K, BatchedPrefillEqualsTokenByToken) {
+// One step of two sequences over a shared pool with scattered blocks (all logits) equals running
+// each token alone in a cache of its own; bad steps are errors, not aborts.
+TEST(Stories260K, PagedStepOfTwoSequencesEqualsTokenByToken) {
   ONEBIT_REQUIRE_TESTDATA(kModel);
   auto file = GgufFile::open(testing::testdata_path(kModel));
   ASSERT_TRUE(file.ok()) << file.message();
@@ -102,40 +104,65 @@ TEST(Stories260K, BatchedPrefillEqualsTokenByToken) {
   Model& m = **model;
   const std::vector<TokenId> prompt = {1, 403, 407, 261, 378, 11, 300};
   const size_t vocab = m.config().vocab_size;
-  // All positions at once, and two sequences in one batch.
-  auto kv_a = m.new_kv_cache(16);
-  auto kv_b = m.new_kv_cache(16);
-  ASSERT_TRUE(kv_a.ok() && kv_b.ok());
+  auto pool = m.new_kv_pool(8, 4, GgmlType::kF32);
+  ASSERT_TRUE(pool.ok()) << pool.message();
+  ASSERT_TRUE(m.reserve(StepLimits{16, 2, 2, 16}).ok());
+  // Sequence 0: the prompt in blocks {5, 0}; sequence 1: its first 3 tokens in block {2}.
+  StepBatch b;
+  b.max_blocks = 2;
+  b.block_tables = {5, 0, 2, -1};
+  for (int32_t i = 0; i < 7; ++i) {
+    b.tokens.push_back(prompt[i]), b.positions.push_back(i), b.seq_ids.push_back(0);
+    b.slots.push_back((i < 4 ? 5 : 0) * 4 + i % 4);
+  }
+  for (int32_t i = 0; i < 3; ++i) {
+    b.tokens.push_back(prompt[i]), b.positions.push_back(i), b.seq_ids.push_back(1), b.slots.push_back(2 * 4 + i);
+  }
+  for (int32_t i = 0; i < 10; ++i) b.out_rows.push_back(i);
   std::vector<float> all;
-  Batch batch{{BatchSequence{&*kv_a, prompt, true}, BatchSequence{&*kv_b, std::span(prompt).first(3), true}}};
-  ASSERT_TRUE(m.forward(batch, all).ok());
-  ASSERT_EQ(all.size(), (prompt.size() + 3) * vocab);
+  ASSERT_TRUE(m.forward(b, *pool, all).ok());
+  ASSERT_EQ(all.size(), 10 * vocab);
   // One token at a time.
-  auto kv_c = m.new_kv_cache(16);
-  ASSERT_TRUE(kv_c.ok());
+  auto kv = m.new_kv_cache(16);
+  ASSERT_TRUE(kv.ok());
   for (size_t i = 0; i < prompt.size(); ++i) {
     std::vector<float> one;
-    Batch step{{BatchSequence{&*kv_c, std::span(prompt).subspan(i, 1), false}}};
-    ASSERT_TRUE(m.forward(step, one).ok());
+    ASSERT_TRUE(m.forward(*kv, std::span(prompt).subspan(i, 1), false, one).ok());
     for (size_t j = 0; j < vocab; ++j) ASSERT_NEAR(one[j], all[i * vocab + j], 1e-4) << i << " " << j;
     if (i < 3) {
       for (size_t j = 0; j < vocab; ++j) ASSERT_NEAR(one[j], all[(prompt.size() + i) * vocab + j], 1e-4);
     }
   }
-  EXPECT_EQ(kv_c->n_past, 7);
-  // A token id outside the vocabulary and an overflowing cache are errors, not aborts.
-  const std::vector<TokenId> bad = {static_cast<TokenId>(vocab)};
+  EXPECT_EQ(kv->n_past, 7);
+  // A token id outside the vocabulary, an overflowing cache, a slot off its block table and a step
+  // beyond the reserved size are errors, not aborts.
   std::vector<float> out;
-  auto r = m.forward(Batch{{BatchSequence{&*kv_c, bad, false}}}, out);
+  const std::vector<TokenId> bad = {static_cast<TokenId>(vocab)};
+  auto r = m.forward(*kv, bad, false, out);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.message().find("outside the vocabulary"), std::string::npos) << r.message();
   const std::vector<TokenId> many(10, 5);
-  r = m.forward(Batch{{BatchSequence{&*kv_c, many, false}}}, out);
+  r = m.forward(*kv, many, false, out);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.message().find("context"), std::string::npos) << r.message();
-  m.free_kv_cache(*kv_a);
-  m.free_kv_cache(*kv_b);
-  m.free_kv_cache(*kv_c);
+  ASSERT_TRUE(m.reserve(StepLimits{16, 2, 2, 16}).ok());
+  StepBatch wrong = b;
+  wrong.slots[5] = 3;
+  r = m.forward(wrong, *pool, out);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("block table"), std::string::npos) << r.message();
+  wrong = b;
+  wrong.block_tables[0] = 8;  // past the pool's 8 blocks, the slots made to agree
+  for (int32_t i = 0; i < 4; ++i) wrong.slots[i] = 8 * 4 + i;
+  r = m.forward(wrong, *pool, out);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("the pool has 8 blocks"), std::string::npos) << r.message();
+  ASSERT_TRUE(m.reserve(StepLimits{4, 2, 2, 4}).ok());
+  r = m.forward(b, *pool, out);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("reserved"), std::string::npos) << r.message();
+  m.free_kv_cache(*kv);
+  m.free_kv_pool(*pool);
 }
 
 // Done-when (1) of issue 4, black-box: the `1bit run` command prints exactly the golden text.

@@ -33,7 +33,7 @@ int main(int argc, char** argv) {
   }
   auto kv = (*model)->new_kv_cache(static_cast<int32_t>(ids.size()));
   std::vector<float> logits;  // [n_tokens, vocab]
-  auto st = (*model)->forward(Batch{{BatchSequence{&*kv, ids, /*all_logits=*/true}}}, logits);
+  auto st = (*model)->forward(*kv, ids, /*all_logits=*/true, logits);
   if (!st.ok()) {
     std::fprintf(stderr, "engine_logits: %s\n", st.message().c_str());
     return 1;

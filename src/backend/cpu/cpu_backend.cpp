@@ -126,9 +126,29 @@ class CpuBackend final : public HostBackend {
     });
   }
 
+  // F32 rows copied, F16 rows rounded by F16C (the bits of fp32_to_fp16).
+  void store_kv(const Tensor& src, const Tensor& slots, const Tensor& dst) override {
+    check_store_kv(src, slots, dst);
+    const int32_t* slot = i32_row(slots, 0);
+    const bool f16 = dst.type == GgmlType::kF16;
+    pool_.parallel_for(Parallel::kStatic, src.n_rows, [&](int64_t b, int64_t e, int) {
+      for (int64_t i = b; i < e; ++i) {
+        if (f16) {
+          auto* d = reinterpret_cast<uint16_t*>(row_ptr(dst, slot[i]));
+          cpu::fp32_to_fp16_row(f32_row(src, i), d, src.n_cols);
+        } else {
+          std::memcpy(row_ptr(dst, slot[i]), f32_row(src, i), size_t(src.n_cols) * sizeof(float));
+        }
+      }
+    });
+  }
+
   void rope(const Tensor& x, const Tensor& positions, const RopeParams& p) override;
   void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                  const AttentionParams& p) override;
+  void paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool, const Tensor& positions,
+                       const Tensor& seq_ids, const Tensor& block_tables, const Tensor& out,
+                       const PagedAttentionParams& p) override;
 
  private:
   // Per-thread scratch (attention scores, dequantized rows, rope angles).
@@ -145,6 +165,12 @@ class CpuBackend final : public HostBackend {
   bool panels_;                       // repack Q4_0 / Q8_0 / Q4_K / Q5_K / Q6_K weights into panels
   std::vector<Scratch> scratch_;      // [n_threads]
   std::vector<uint8_t> act_;          // [n, row bytes of the activation format]
+  // paged_attention: the pool rows of each sequence's keys (up to the furthest position asked for
+  // it), sequence after sequence; where each sequence's list starts (-1: not in the batch) and its
+  // length.
+  std::vector<int32_t> kv_rows_;      // [sum of key counts]
+  std::vector<int64_t> kv_first_;     // [n_seqs]
+  std::vector<int64_t> kv_count_;     // [n_seqs]
   // Repacked weights (panels.h) by the buffer of the weight they were made from.
   struct FreeDeleter {
     void operator()(uint8_t* p) const { std::free(p); }
@@ -337,6 +363,71 @@ void CpuBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, co
           for (int64_t j = 0; j < n_keys; ++j) cpu::axpy_f32(scores[g * n_keys + j], v0 + j * vs, o0 + g * hd, hd);
         }
       }
+      for (int g = 0; g < n_g; ++g) cpu::scale_f32(inv_sum[g], o0 + g * hd, hd);
+    }
+  });
+}
+
+// Attention over the paged pool, tasks as in attention(). Each sequence's key rows are looked up
+// once per call into a row list; the kernels read keys and values through it (F16 widened as they
+// load), in key order with the same arithmetic whatever the layout, batch or thread count. With an
+// F32 pool and an identity block table this is attention()'s arithmetic exactly.
+void CpuBackend::paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool,
+                                 const Tensor& positions, const Tensor& seq_ids, const Tensor& block_tables,
+                                 const Tensor& out, const PagedAttentionParams& p) {
+  check_paged_attention(q, k_pool, v_pool, positions, seq_ids, block_tables, out, p);
+  const int32_t* pos = i32_row(positions, 0);
+  const int32_t* seq = i32_row(seq_ids, 0);
+  // Key counts per sequence, then their row lists block by block.
+  kv_first_.assign(size_t(block_tables.n_rows), -1);
+  std::vector<int64_t>& n_keys_of = kv_count_;
+  n_keys_of.assign(size_t(block_tables.n_rows), 0);
+  for (int64_t i = 0; i < q.n_rows; ++i) {
+    n_keys_of[seq[i]] = std::max<int64_t>(n_keys_of[seq[i]], int64_t(pos[i]) + 1);
+  }
+  int64_t total = 0;
+  for (int64_t s = 0; s < block_tables.n_rows; ++s) {
+    if (n_keys_of[s] > 0) kv_first_[s] = total, total += n_keys_of[s];
+  }
+  kv_rows_.resize(size_t(total));
+  for (int64_t s = 0; s < block_tables.n_rows; ++s) {
+    if (n_keys_of[s] == 0) continue;
+    int32_t* rows = kv_rows_.data() + kv_first_[s];
+    for (int64_t j0 = 0; j0 < n_keys_of[s]; j0 += p.block_size) {
+      const int64_t row0 = paged_kv_row(block_tables, int32_t(s), j0, p.block_size, k_pool.n_rows);
+      const int64_t n = std::min<int64_t>(p.block_size, n_keys_of[s] - j0);
+      for (int64_t r = 0; r < n; ++r) rows[j0 + r] = int32_t(row0 + r);
+    }
+  }
+
+  const int group = p.n_heads / p.n_kv_heads;
+  const int64_t hd = p.head_dim;
+  const int64_t n_blocks = (group + 7) / 8;  // blocks of up to 8 query heads per K/V head
+  const bool f16 = k_pool.type == GgmlType::kF16;
+  const size_t elem = f16 ? 2 : 4;
+  ONEBIT_CHECK(k_pool.row_stride_bytes % elem == 0 && v_pool.row_stride_bytes % elem == 0);
+  const int64_t ks = int64_t(k_pool.row_stride_bytes / elem), vs = int64_t(v_pool.row_stride_bytes / elem);
+  pool_.parallel_for(Parallel::kDynamic, q.n_rows * p.n_kv_heads * n_blocks, [&](int64_t b, int64_t e, int t) {
+    std::vector<float>& scores = scratch_[t].a;  // [heads of the block][n_keys]
+    for (int64_t task = b; task < e; ++task) {
+      const int64_t i = task / (p.n_kv_heads * n_blocks);
+      const int64_t kvh = (task / n_blocks) % p.n_kv_heads, g0 = (task % n_blocks) * 8;
+      const int n_g = int(std::min<int64_t>(8, group - g0));
+      const int64_t n_keys = int64_t(pos[i]) + 1;
+      if (scores.size() < size_t(n_g * n_keys)) scores.resize(size_t(n_g * n_keys));
+      const int32_t* rows = kv_rows_.data() + kv_first_[seq[i]];
+      const cpu::KvRows k_rows{row_ptr(k_pool, 0) + kvh * hd * elem, ks, rows, f16};
+      const cpu::KvRows v_rows{row_ptr(v_pool, 0) + kvh * hd * elem, vs, rows, f16};
+      const float* q0 = f32_row(q, i) + (kvh * group + g0) * hd;
+      float* o0 = f32_row(out, i) + (kvh * group + g0) * hd;
+      cpu::dot_heads_keys_rows(q0, n_g, hd, k_rows, n_keys, p.scale, scores.data(), n_keys);
+      float inv_sum[8];
+      for (int g = 0; g < n_g; ++g) {
+        float* sg = scores.data() + g * n_keys;
+        const float max_s = *std::max_element(sg, sg + n_keys);
+        inv_sum[g] = 1.0f / cpu::exp_sub_sum(sg, max_s, n_keys);
+      }
+      cpu::weighted_sum_heads_rows(scores.data(), n_g, n_keys, v_rows, n_keys, hd, o0);
       for (int g = 0; g < n_g; ++g) cpu::scale_f32(inv_sum[g], o0 + g * hd, hd);
     }
   });

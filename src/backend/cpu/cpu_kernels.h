@@ -89,4 +89,24 @@ void weighted_sum_heads(const float* p, int n_heads, int64_t p_stride, const flo
 // exp(x[i] - m) in place for i < n; returns their sum.
 float exp_sub_sum(float* x, float m, int64_t n);
 
+// Key or value rows of a paged K/V pool as the attention kernels read them: row j of a sequence
+// starts at element base + rows[j] * stride, F32 or F16 elements (f16).
+struct KvRows {
+  const void* base;      // the head's first element in pool row 0
+  int64_t stride;        // elements between pool rows
+  const int32_t* rows;   // [n_keys] pool row of each key, in key order
+  bool f16;
+};
+// dot_heads_keys over k's rows, any hd: a multiple of 8 gives dot_heads_keys' arithmetic, else
+// each head takes dot_f32's arithmetic times scale. Keys go in order; a key's score depends only
+// on q and that key (so the same rows in another layout give the same bits).
+void dot_heads_keys_rows(const float* q, int n_heads, int64_t hd, const KvRows& k, int64_t n_keys, float scale,
+                         float* scores, int64_t scores_stride);
+// weighted_sum_heads over v's rows, any hd: a multiple of 8 gives weighted_sum_heads' arithmetic,
+// else each head is zeroed and gets axpy_f32 of each value row in key order.
+void weighted_sum_heads_rows(const float* p, int n_heads, int64_t p_stride, const KvRows& v, int64_t n_keys,
+                             int64_t hd, float* out);
+// y[i] = fp32_to_fp16(x[i]) (round to nearest even; F16C, bit-identical to the scalar conversion).
+void fp32_to_fp16_row(const float* x, uint16_t* y, int64_t n);
+
 }  // namespace onebit::cpu

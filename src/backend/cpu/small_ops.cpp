@@ -1,5 +1,6 @@
 // The CPU backend's memory-light kernels (AVX2, the build baseline): activation quantization, norms,
-// SwiGLU, softmax and the f32 vector primitives attention is built from. They touch each element
+// SwiGLU, softmax, F16 rounding of K/V rows and the vector primitives attention is built from
+// (over contiguous F32 rows, or F32 / F16 pool rows through an index list). They touch each element
 // once or twice, so wider targets would not change the step time; the table picker lives here too.
 #include <immintrin.h>
 
@@ -9,6 +10,7 @@
 
 #include "backend/cpu/cpu_kernels.h"
 #include "base/check.h"
+#include "base/fp16.h"
 
 namespace onebit::cpu {
 namespace {
@@ -74,6 +76,140 @@ inline float abs_max(const float* x, int64_t n) {
   __m256 m = _mm256_setzero_ps();
   for (int64_t i = 0; i < n; i += 8) m = _mm256_max_ps(m, abs_ps(_mm256_loadu_ps(x + i)));
   return hmax(m);
+}
+
+// Elements of a K/V row as float: F32 as is, F16 widened by F16C (exact).
+struct F32Elems {
+  using T = float;
+  static __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+  static float load1(const float* p) { return *p; }
+};
+struct F16Elems {
+  using T = uint16_t;
+  static __m256 load8(const uint16_t* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static float load1(const uint16_t* p) { return _cvtsh_ss(*p); }
+};
+
+// Where key j's row starts: j rows apart (a contiguous cache), or at the pool row rows[j].
+template <class E>
+struct StridedRows {
+  const typename E::T* base;
+  int64_t stride;  // elements between rows
+  const typename E::T* operator()(int64_t j) const { return base + j * stride; }
+};
+template <class E>
+struct IndexedRows {
+  const typename E::T* base;
+  int64_t stride;
+  const int32_t* rows;  // [n_keys]
+  const typename E::T* operator()(int64_t j) const { return base + int64_t(rows[j]) * stride; }
+};
+
+// dot(a, b) over n: two 8-lane accumulators over 16s, one 8, then scalar (dot_f32's arithmetic).
+template <class E>
+inline float dot_t(const float* a, const typename E::T* b, int64_t n) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    a0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), E::load8(b + i), a0);
+    a1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), E::load8(b + i + 8), a1);
+  }
+  for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), E::load8(b + i), a0);
+  float s = hsum(_mm256_add_ps(a0, a1));
+  for (; i < n; ++i) s += a[i] * E::load1(b + i);
+  return s;
+}
+
+// y[i] += a * x[i] (axpy_f32's arithmetic).
+template <class E>
+inline void axpy_t(float a, const typename E::T* x, float* y, int64_t n) {
+  const __m256 av = _mm256_set1_ps(a);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, E::load8(x + i), _mm256_loadu_ps(y + i)));
+  }
+  for (; i < n; ++i) y[i] += a * E::load1(x + i);
+}
+
+// Lane g of the result = the sum of the lanes of a[g] (8 horizontal sums at once).
+inline __m256 hsum8(const __m256* a) {
+  const __m256 t0 = _mm256_hadd_ps(a[0], a[1]), t1 = _mm256_hadd_ps(a[2], a[3]);
+  const __m256 t2 = _mm256_hadd_ps(a[4], a[5]), t3 = _mm256_hadd_ps(a[6], a[7]);
+  const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
+  return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+}
+
+// dot_heads_keys over key rows found by `rows` (hd % 8 == 0).
+template <class E, class Rows>
+void dot_heads_keys_t(const float* q, int n_heads, int64_t hd, const Rows& rows, int64_t n_keys, float scale,
+                      float* scores, int64_t scores_stride) {
+  ONEBIT_DCHECK(n_heads >= 1 && n_heads <= 8 && hd % 8 == 0);
+  const __m256 sv = _mm256_set1_ps(scale);
+  alignas(32) float lanes[8];
+  for (int64_t j = 0; j < n_keys; ++j) {
+    const typename E::T* kj = rows(j);
+    __m256 acc[8];
+    for (int g = 0; g < 8; ++g) acc[g] = _mm256_setzero_ps();
+    for (int64_t c = 0; c < hd; c += 8) {
+      const __m256 kv = E::load8(kj + c);
+      for (int g = 0; g < n_heads; ++g) acc[g] = _mm256_fmadd_ps(_mm256_loadu_ps(q + g * hd + c), kv, acc[g]);
+    }
+    _mm256_store_ps(lanes, _mm256_mul_ps(hsum8(acc), sv));
+    for (int g = 0; g < n_heads; ++g) scores[g * scores_stride + j] = lanes[g];
+  }
+}
+
+// weighted_sum_heads over value rows found by `rows` (hd % 8 == 0).
+template <class E, class Rows>
+void weighted_sum_heads_t(const float* p, int n_heads, int64_t p_stride, const Rows& rows, int64_t n_keys,
+                          int64_t hd, float* out) {
+  ONEBIT_DCHECK(hd % 8 == 0);
+  for (int g = 0; g < n_heads; g += 2) {
+    const bool pair = g + 1 < n_heads;
+    const float* pa = p + g * p_stride;
+    const float* pb = pair ? pa + p_stride : pa;
+    for (int64_t d0 = 0; d0 < hd;) {
+      const int n_vec = int(std::min<int64_t>(4, (hd - d0) / 8));  // 8-float vectors in this block
+      __m256 acc_a[4], acc_b[4];
+      for (int c = 0; c < 4; ++c) acc_a[c] = acc_b[c] = _mm256_setzero_ps();
+      for (int64_t j = 0; j < n_keys; ++j) {
+        const typename E::T* vj = rows(j) + d0;
+        const __m256 wa = _mm256_set1_ps(pa[j]), wb = _mm256_set1_ps(pb[j]);
+        for (int c = 0; c < n_vec; ++c) {
+          const __m256 x = E::load8(vj + 8 * c);
+          acc_a[c] = _mm256_fmadd_ps(wa, x, acc_a[c]);
+          if (pair) acc_b[c] = _mm256_fmadd_ps(wb, x, acc_b[c]);
+        }
+      }
+      for (int c = 0; c < n_vec; ++c) {
+        _mm256_storeu_ps(out + g * hd + d0 + 8 * c, acc_a[c]);
+        if (pair) _mm256_storeu_ps(out + (g + 1) * hd + d0 + 8 * c, acc_b[c]);
+      }
+      d0 += 8 * n_vec;
+    }
+  }
+}
+
+// Any hd: the kernels above for multiples of 8, else one head at a time with dot_t / axpy_t (the
+// arithmetic of CpuBackend::attention's fallback).
+template <class E, class Rows>
+void dot_heads_keys_any(const float* q, int n_heads, int64_t hd, const Rows& rows, int64_t n_keys, float scale,
+                        float* scores, int64_t scores_stride) {
+  if (hd % 8 == 0) return dot_heads_keys_t<E>(q, n_heads, hd, rows, n_keys, scale, scores, scores_stride);
+  for (int g = 0; g < n_heads; ++g) {
+    for (int64_t j = 0; j < n_keys; ++j) scores[g * scores_stride + j] = dot_t<E>(q + g * hd, rows(j), hd) * scale;
+  }
+}
+template <class E, class Rows>
+void weighted_sum_heads_any(const float* p, int n_heads, int64_t p_stride, const Rows& rows, int64_t n_keys,
+                            int64_t hd, float* out) {
+  if (hd % 8 == 0) return weighted_sum_heads_t<E>(p, n_heads, p_stride, rows, n_keys, hd, out);
+  for (int g = 0; g < n_heads; ++g) {
+    std::memset(out + g * hd, 0, size_t(hd) * sizeof(float));
+    for (int64_t j = 0; j < n_keys; ++j) axpy_t<E>(p[g * p_stride + j], rows(j), out + g * hd, hd);
+  }
 }
 
 }  // namespace
@@ -169,81 +305,51 @@ void softmax_row(const float* x, float* y, int64_t n) {
   scale_f32(1.0f / sum, y, n);
 }
 
-float dot_f32(const float* a, const float* b, int64_t n) {
-  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    a0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), a0);
-    a1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), a1);
-  }
-  for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), a0);
-  float s = hsum(_mm256_add_ps(a0, a1));
-  for (; i < n; ++i) s += a[i] * b[i];
-  return s;
-}
+float dot_f32(const float* a, const float* b, int64_t n) { return dot_t<F32Elems>(a, b, n); }
 
-void axpy_f32(float a, const float* x, float* y, int64_t n) {
-  const __m256 av = _mm256_set1_ps(a);
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
-  }
-  for (; i < n; ++i) y[i] += a * x[i];
-}
-
-// Lane g of the result = the sum of the lanes of a[g] (8 horizontal sums at once).
-inline __m256 hsum8(const __m256* a) {
-  const __m256 t0 = _mm256_hadd_ps(a[0], a[1]), t1 = _mm256_hadd_ps(a[2], a[3]);
-  const __m256 t2 = _mm256_hadd_ps(a[4], a[5]), t3 = _mm256_hadd_ps(a[6], a[7]);
-  const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
-  return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
-}
+void axpy_f32(float a, const float* x, float* y, int64_t n) { axpy_t<F32Elems>(a, x, y, n); }
 
 void dot_heads_keys(const float* q, int n_heads, int64_t hd, const float* k, int64_t k_stride, int64_t n_keys,
                     float scale, float* scores, int64_t scores_stride) {
-  ONEBIT_DCHECK(n_heads >= 1 && n_heads <= 8 && hd % 8 == 0);
-  const __m256 sv = _mm256_set1_ps(scale);
-  alignas(32) float lanes[8];
-  for (int64_t j = 0; j < n_keys; ++j) {
-    const float* kj = k + j * k_stride;
-    __m256 acc[8];
-    for (int g = 0; g < 8; ++g) acc[g] = _mm256_setzero_ps();
-    for (int64_t c = 0; c < hd; c += 8) {
-      const __m256 kv = _mm256_loadu_ps(kj + c);
-      for (int g = 0; g < n_heads; ++g) acc[g] = _mm256_fmadd_ps(_mm256_loadu_ps(q + g * hd + c), kv, acc[g]);
-    }
-    _mm256_store_ps(lanes, _mm256_mul_ps(hsum8(acc), sv));
-    for (int g = 0; g < n_heads; ++g) scores[g * scores_stride + j] = lanes[g];
-  }
+  const StridedRows<F32Elems> rows{k, k_stride};
+  dot_heads_keys_t<F32Elems>(q, n_heads, hd, rows, n_keys, scale, scores, scores_stride);
 }
 
 void weighted_sum_heads(const float* p, int n_heads, int64_t p_stride, const float* v, int64_t v_stride,
                         int64_t n_keys, int64_t hd, float* out) {
-  ONEBIT_DCHECK(hd % 8 == 0);
-  for (int g = 0; g < n_heads; g += 2) {
-    const bool pair = g + 1 < n_heads;
-    const float* pa = p + g * p_stride;
-    const float* pb = pair ? pa + p_stride : pa;
-    for (int64_t d0 = 0; d0 < hd;) {
-      const int n_vec = int(std::min<int64_t>(4, (hd - d0) / 8));  // 8-float vectors in this block
-      __m256 acc_a[4], acc_b[4];
-      for (int c = 0; c < 4; ++c) acc_a[c] = acc_b[c] = _mm256_setzero_ps();
-      for (int64_t j = 0; j < n_keys; ++j) {
-        const float* vj = v + j * v_stride + d0;
-        const __m256 wa = _mm256_set1_ps(pa[j]), wb = _mm256_set1_ps(pb[j]);
-        for (int c = 0; c < n_vec; ++c) {
-          const __m256 x = _mm256_loadu_ps(vj + 8 * c);
-          acc_a[c] = _mm256_fmadd_ps(wa, x, acc_a[c]);
-          if (pair) acc_b[c] = _mm256_fmadd_ps(wb, x, acc_b[c]);
-        }
-      }
-      for (int c = 0; c < n_vec; ++c) {
-        _mm256_storeu_ps(out + g * hd + d0 + 8 * c, acc_a[c]);
-        if (pair) _mm256_storeu_ps(out + (g + 1) * hd + d0 + 8 * c, acc_b[c]);
-      }
-      d0 += 8 * n_vec;
-    }
+  const StridedRows<F32Elems> rows{v, v_stride};
+  weighted_sum_heads_t<F32Elems>(p, n_heads, p_stride, rows, n_keys, hd, out);
+}
+
+void dot_heads_keys_rows(const float* q, int n_heads, int64_t hd, const KvRows& k, int64_t n_keys, float scale,
+                         float* scores, int64_t scores_stride) {
+  if (k.f16) {
+    const IndexedRows<F16Elems> rows{static_cast<const uint16_t*>(k.base), k.stride, k.rows};
+    dot_heads_keys_any<F16Elems>(q, n_heads, hd, rows, n_keys, scale, scores, scores_stride);
+  } else {
+    const IndexedRows<F32Elems> rows{static_cast<const float*>(k.base), k.stride, k.rows};
+    dot_heads_keys_any<F32Elems>(q, n_heads, hd, rows, n_keys, scale, scores, scores_stride);
   }
+}
+
+void weighted_sum_heads_rows(const float* p, int n_heads, int64_t p_stride, const KvRows& v, int64_t n_keys,
+                             int64_t hd, float* out) {
+  if (v.f16) {
+    const IndexedRows<F16Elems> rows{static_cast<const uint16_t*>(v.base), v.stride, v.rows};
+    weighted_sum_heads_any<F16Elems>(p, n_heads, p_stride, rows, n_keys, hd, out);
+  } else {
+    const IndexedRows<F32Elems> rows{static_cast<const float*>(v.base), v.stride, v.rows};
+    weighted_sum_heads_any<F32Elems>(p, n_heads, p_stride, rows, n_keys, hd, out);
+  }
+}
+
+void fp32_to_fp16_row(const float* x, uint16_t* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i), h);
+  }
+  for (; i < n; ++i) y[i] = fp32_to_fp16(x[i]);
 }
 
 void scale_f32(float a, float* y, int64_t n) {

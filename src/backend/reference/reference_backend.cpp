@@ -1,11 +1,13 @@
 // The scalar reference backend: host memory, plain loops, double accumulation. It is the oracle
 // the optimized CPU and CUDA backends are tested against, so it is written for clarity, not speed.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
 #include "backend/host_backend.h"
 #include "base/check.h"
+#include "base/fp16.h"
 #include "gguf/quants.h"
 
 namespace onebit {
@@ -87,11 +89,39 @@ class ReferenceBackend final : public HostBackend {
     }
   }
 
+  void store_kv(const Tensor& src, const Tensor& slots, const Tensor& dst) override {
+    check_store_kv(src, slots, dst);
+    const int32_t* slot = i32_row(slots, 0);
+    std::vector<int32_t> sorted(slot, slot + src.n_rows);
+    std::sort(sorted.begin(), sorted.end());
+    ONEBIT_CHECK(std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end());  // distinct
+    for (int64_t i = 0; i < src.n_rows; ++i) {
+      const float* s = f32_row(src, i);
+      uint8_t* d = row_ptr(dst, slot[i]);
+      for (int64_t c = 0; c < src.n_cols; ++c) {
+        if (dst.type == GgmlType::kF16) {
+          reinterpret_cast<uint16_t*>(d)[c] = fp32_to_fp16(s[c]);
+        } else {
+          reinterpret_cast<float*>(d)[c] = s[c];
+        }
+      }
+    }
+  }
+
   void rope(const Tensor& x, const Tensor& positions, const RopeParams& p) override;
   void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                  const AttentionParams& p) override;
+  void paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool, const Tensor& positions,
+                       const Tensor& seq_ids, const Tensor& block_tables, const Tensor& out,
+                       const PagedAttentionParams& p) override;
 
  private:
+  // Element c of row r of an F32 or F16 K/V pool, as float.
+  static float pool_at(const Tensor& pool, int64_t r, int64_t c) {
+    if (pool.type == GgmlType::kF16) return fp16_to_fp32(reinterpret_cast<const uint16_t*>(row_ptr(pool, r))[c]);
+    return f32_row(pool, r)[c];
+  }
+
   static void softmax_row(const float* x, float* out, int64_t n) {
     double max_v = -INFINITY;
     for (int64_t c = 0; c < n; ++c) max_v = std::max(max_v, double(x[c]));
@@ -158,6 +188,46 @@ void ReferenceBackend::attention(const Tensor& q, const Tensor& k, const Tensor&
       for (int d = 0; d < p.head_dim; ++d) {
         double acc = 0.0;
         for (int64_t j = 0; j < n_keys; ++j) acc += scores[j] * f32_row(v, j)[kv_off + d];
+        oh[d] = static_cast<float>(acc / sum);
+      }
+    }
+  }
+}
+
+// Each query row alone: its sequence's keys 0 .. positions[i] looked up through the block table,
+// then the same scalar softmax-weighted sum as attention().
+void ReferenceBackend::paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool,
+                                       const Tensor& positions, const Tensor& seq_ids, const Tensor& block_tables,
+                                       const Tensor& out, const PagedAttentionParams& p) {
+  check_paged_attention(q, k_pool, v_pool, positions, seq_ids, block_tables, out, p);
+  const int group = p.n_heads / p.n_kv_heads;
+  const int32_t* pos = i32_row(positions, 0);
+  const int32_t* seq = i32_row(seq_ids, 0);
+  std::vector<int64_t> kv_rows;  // [n_keys] pool row of each key
+  std::vector<double> scores;    // [n_keys]
+  for (int64_t i = 0; i < q.n_rows; ++i) {
+    const int64_t n_keys = int64_t(pos[i]) + 1;  // causal: keys 0 .. positions[i]
+    kv_rows.resize(static_cast<size_t>(n_keys));
+    for (int64_t j = 0; j < n_keys; ++j) {
+      kv_rows[j] = paged_kv_row(block_tables, seq[i], j, p.block_size, k_pool.n_rows);
+    }
+    scores.assign(static_cast<size_t>(n_keys), 0.0);
+    for (int h = 0; h < p.n_heads; ++h) {
+      const float* qh = f32_row(q, i) + int64_t(h) * p.head_dim;
+      const int64_t kv_off = int64_t(h / group) * p.head_dim;
+      double max_s = -INFINITY;
+      for (int64_t j = 0; j < n_keys; ++j) {
+        double dot = 0.0;
+        for (int d = 0; d < p.head_dim; ++d) dot += double(qh[d]) * pool_at(k_pool, kv_rows[j], kv_off + d);
+        scores[j] = dot * p.scale;
+        max_s = std::max(max_s, scores[j]);
+      }
+      double sum = 0.0;
+      for (int64_t j = 0; j < n_keys; ++j) sum += scores[j] = std::exp(scores[j] - max_s);
+      float* oh = f32_row(out, i) + int64_t(h) * p.head_dim;
+      for (int d = 0; d < p.head_dim; ++d) {
+        double acc = 0.0;
+        for (int64_t j = 0; j < n_keys; ++j) acc += scores[j] * pool_at(v_pool, kv_rows[j], kv_off + d);
         oh[d] = static_cast<float>(acc / sum);
       }
     }

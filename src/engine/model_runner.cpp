@@ -1,0 +1,43 @@
+// The model-backed runner; see model_runner.h.
+#include "engine/model_runner.h"
+
+namespace onebit {
+namespace {
+
+class ModelBackedRunner final : public ModelRunner {
+ public:
+  ModelBackedRunner(Model& model, KvPool pool) : model_(model), pool_(std::move(pool)) {}
+  ~ModelBackedRunner() override { model_.free_kv_pool(pool_); }
+
+  int32_t vocab_size() const override { return model_.config().vocab_size; }
+
+  void copy_blocks(std::span<const BlockCopy> copies) override {
+    Backend& be = model_.backend();
+    const int64_t bs = pool_.block_size;
+    for (const BlockCopy& c : copies) {
+      for (size_t l = 0; l < pool_.k.size(); ++l) {
+        be.copy(pool_.k[l].rows(c.src * bs, bs), pool_.k[l].rows(c.dst * bs, bs));
+        be.copy(pool_.v[l].rows(c.src * bs, bs), pool_.v[l].rows(c.dst * bs, bs));
+      }
+    }
+  }
+
+  Status run(const StepBatch& batch, StepOutput& out) override {
+    out.hidden.clear();
+    return model_.forward(batch, pool_, out.logits);
+  }
+
+ private:
+  Model& model_;
+  KvPool pool_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<ModelRunner>> make_model_runner(Model& model, const RunnerOptions& options) {
+  ONEBIT_TRY(model.reserve(options.limits));
+  ONEBIT_ASSIGN_OR_RETURN(KvPool pool, model.new_kv_pool(options.n_blocks, options.block_size, options.cache_type));
+  return std::unique_ptr<ModelRunner>(new ModelBackedRunner(model, std::move(pool)));
+}
+
+}  // namespace onebit

@@ -1,0 +1,44 @@
+// The engine's one door to a model: a step batch in (model.h's StepBatch: tokens, positions, K/V
+// slots, block tables, rows that want logits), a step output out. The runner owns the K/V pool;
+// the block manager decides what goes where in it. A fake runner stands in for a model in the
+// scheduler's tests.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "base/status.h"
+#include "engine/block_manager.h"
+#include "model/model.h"
+
+namespace onebit {
+
+struct StepOutput {
+  std::vector<float> logits;  // [n_out, vocab] in out_rows order
+  std::vector<float> hidden;  // [n_out, hidden] for drafters; empty unless a drafter asks
+};
+
+class ModelRunner {
+ public:
+  virtual ~ModelRunner() = default;
+  virtual int32_t vocab_size() const = 0;
+  // Copies blocks of the pool (every layer): copy-on-write before a step.
+  virtual void copy_blocks(std::span<const BlockCopy> copies) = 0;
+  // Runs one step. An error means nothing was stored that a later step relies on.
+  virtual Status run(const StepBatch& batch, StepOutput& out) = 0;
+};
+
+// What the K/V pool and the step buffers are sized for, decided once at start.
+struct RunnerOptions {
+  int32_t n_blocks = 0;
+  int32_t block_size = 16;
+  GgmlType cache_type = GgmlType::kF16;
+  StepLimits limits;  // the largest step
+};
+
+// A runner over `model` (which must outlive it): allocates the pool and reserves the step buffers.
+Result<std::unique_ptr<ModelRunner>> make_model_runner(Model& model, const RunnerOptions& options);
+
+}  // namespace onebit

@@ -1,0 +1,133 @@
+// The Engine (its worker thread, queue, handles, cancellation, state) over the FakeRunner: many
+// client threads at once, cancellations mid-stream, a tight K/V pool. Every sequence that runs to
+// its end gets exactly its solo tokens; at the end no block is held and the queue is empty.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <random>
+#include <thread>
+
+#include "engine/engine.h"
+#include "fake_runner.h"
+
+namespace onebit {
+namespace {
+
+using testing::fake_continuation;
+using testing::FakeRunner;
+
+constexpr int32_t kVocab = 500;
+
+std::unique_ptr<Engine> start_fake(EngineOptions o) {
+  auto layout = plan_engine_layout(o);
+  EXPECT_TRUE(layout.ok()) << layout.message();
+  auto e = Engine::start(std::make_unique<FakeRunner>(layout->n_blocks, layout->block_size, kVocab), o);
+  EXPECT_TRUE(e.ok()) << e.message();
+  return std::move(*e);
+}
+
+TEST(EngineFake, ManyClientsWithCancellationsGetTheirSoloTokens) {
+  EngineOptions o;
+  o.n_ctx = 128;
+  o.pool_slots = {6};
+  o.batch_tokens = 24;
+  o.block_size = 4;
+  o.kv_tokens = 300;  // less than 6 x 128: preemption happens
+  o.max_queue = 1000;
+  o.is_end = [](TokenId t) { return t == 7; };
+  auto engine = start_fake(o);
+  std::atomic<int> exact{0}, cancelled{0}, failures{0};
+  std::vector<std::thread> clients;
+  for (int c = 0; c < 8; ++c) {
+    clients.emplace_back([&, c] {
+      std::mt19937 rng(100 + c);
+      const std::vector<TokenId> shared = {1, 2, 3, 4, 5, 6, 8, 9, 10};
+      for (int r = 0; r < 25; ++r) {
+        std::vector<TokenId> prompt = shared;
+        prompt.resize(1 + rng() % shared.size());
+        for (int i = rng() % 40; i > 0; --i) prompt.push_back(static_cast<TokenId>(10 + rng() % 400));
+        const int32_t n = 1 + static_cast<int32_t>(rng() % 60);
+        const bool cancel = rng() % 5 == 0;
+        SequenceRequest req;
+        req.prompt = prompt;
+        req.n_predict = n;
+        req.sampler.temperature = 0.0f;
+        auto h = engine->submit(req);
+        if (!h.ok()) {
+          ++failures;
+          continue;
+        }
+        std::vector<TokenId> got;
+        for (;;) {
+          SequenceEvents ev = (*h)->wait(1000);
+          got.insert(got.end(), ev.tokens.begin(), ev.tokens.end());
+          if (cancel && got.size() >= 2) (*h)->cancel();
+          if (!ev.finished) continue;
+          std::vector<TokenId> want = fake_continuation(prompt, n, kVocab);
+          if (auto end = std::find(want.begin(), want.end(), 7); end != want.end()) want.erase(end + 1, want.end());
+          if (ev.reason == FinishReason::kCancelled) {
+            ++cancelled;
+            if (!std::equal(got.begin(), got.end(), want.begin())) ++failures;
+          } else if (got == want) {
+            ++exact;
+          } else {
+            ++failures;
+          }
+          break;
+        }
+      }
+    });
+  }
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_GT(exact.load(), 100);
+  const EngineState s = engine->state();
+  EXPECT_EQ(s.n_running, 0u);
+  EXPECT_EQ(s.n_queued, 0u);
+  EXPECT_EQ(s.blocks_used, 0);
+  EXPECT_GT(s.prefix_hit_tokens, 0);
+  std::printf("exact %d, cancelled %d, preemptions %lld, prefix hits %lld tokens, %lld steps\n", exact.load(),
+              cancelled.load(), (long long)s.preemptions, (long long)s.prefix_hit_tokens, (long long)s.steps);
+}
+
+TEST(EngineFake, QueueLimitAndBadRequestsAreRefusedClearly) {
+  EngineOptions o;
+  o.n_ctx = 64;
+  o.max_queue = 2;
+  auto engine = start_fake(o);
+  SequenceRequest big;
+  big.prompt = {1, 2};
+  big.n_predict = 60;
+  auto a = engine->submit(big), b = engine->submit(big), c = engine->submit(big), d = engine->submit(big);
+  int refused = 0;
+  for (auto* r : {&a, &b, &c, &d}) {
+    if (!r->ok()) {
+      ++refused;
+      EXPECT_NE(r->message().find("queue is full"), std::string::npos) << r->message();
+    }
+  }
+  EXPECT_GE(refused, 1);
+  SequenceRequest bad = big;
+  bad.prompt = {kVocab};
+  EXPECT_NE(engine->submit(bad).message().find("outside the vocabulary"), std::string::npos);
+  bad.prompt = {1};
+  bad.n_predict = 64;
+  EXPECT_NE(engine->submit(bad).message().find("exceed the context"), std::string::npos);
+  bad.n_predict = 1;
+  bad.pool = 1;
+  EXPECT_NE(engine->submit(bad).message().find("pool"), std::string::npos);
+}
+
+TEST(EngineFake, LayoutErrorsNameTheOption) {
+  EngineOptions o;
+  o.n_ctx = 4096;
+  o.kv_tokens = 1000;
+  EXPECT_NE(plan_engine_layout(o).message().find("--kv-memory"), std::string::npos);
+  o.kv_tokens = 0;
+  o.pool_slots = {8};
+  o.batch_tokens = 4;
+  EXPECT_NE(plan_engine_layout(o).message().find("--batch-tokens"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace onebit
