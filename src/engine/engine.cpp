@@ -9,6 +9,10 @@
 namespace onebit {
 namespace {
 
+// Prompt time a burst may take from decoding streams at once; sustained, prompt work gets about
+// the time decoding takes (one decode-only step's worth per step).
+constexpr double kPrefillCreditMs = 500.0;
+
 double now_ms() {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
@@ -96,7 +100,9 @@ Result<EngineLayout> plan_engine_layout(const EngineOptions& o) {
 Engine::Engine(std::unique_ptr<ModelRunner> runner, EngineOptions options, EngineLayout layout)
     : runner_(std::move(runner)), options_(std::move(options)), layout_(std::move(layout)),
       blocks_(layout_.n_blocks, layout_.block_size),
-      scheduler_(blocks_, SchedulerOptions{layout_.pool_slots, layout_.batch_tokens}) {}
+      scheduler_(blocks_, SchedulerOptions{layout_.pool_slots, layout_.batch_tokens}) {
+  credit_ms_ = kPrefillCreditMs;
+}
 
 Result<std::unique_ptr<Engine>> Engine::start(Model& model, EngineOptions options) {
   ONEBIT_ASSIGN_OR_RETURN(EngineLayout layout, plan_engine_layout(options));
@@ -249,14 +255,20 @@ void Engine::finish(Live& live, FinishReason reason, const std::string& error) {
 
 int32_t Engine::prefill_cap() const {
   if (!options_.fair_prefill) return INT32_MAX;
-  if (decode_step_ms_ <= 0.0 || token_ms_ <= 0.0) return 16;  // until both are measured
-  return std::max(1, static_cast<int32_t>(decode_step_ms_ / token_ms_));
+  if (token_ms_ <= 0.0) return 64;  // until a step of several tokens is measured
+  return std::max(1, static_cast<int32_t>(credit_ms_ / token_ms_));
 }
 
 void Engine::learn_timing(const StepPlan& plan, double step_ms) {
   auto ema = [](double& avg, double x) { avg = avg <= 0.0 ? x : 0.8 * avg + 0.2 * x; };
   if (plan.n_decode > 0 && plan.n_tokens == plan.n_decode) ema(decode_step_ms_, step_ms);
-  if (plan.n_tokens >= 32) ema(token_ms_, step_ms / plan.n_tokens);
+  if (plan.n_tokens >= 8) ema(token_ms_, step_ms / plan.n_tokens);
+  if (plan.n_decode == 0) {  // nobody decodes: nothing to protect
+    credit_ms_ = kPrefillCreditMs;
+    return;
+  }
+  const double decode_ms = decode_step_ms_ > 0.0 ? std::min(decode_step_ms_, step_ms) : step_ms;
+  credit_ms_ = std::clamp(credit_ms_ + decode_ms - (step_ms - decode_ms), -kPrefillCreditMs, kPrefillCreditMs);
 }
 
 void Engine::build_batch(const StepPlan& plan) {

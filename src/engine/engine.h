@@ -87,8 +87,9 @@ struct EngineOptions {
   int32_t block_size = 16;                // positions per K/V block
   int64_t kv_tokens = 0;                  // K/V pool capacity in positions; 0 = n_ctx x slots
   GgmlType cache_type = GgmlType::kF16;   // K/V storage: F16 or F32
-  bool fair_prefill = true;               // while streams decode, cap prompt tokens per step so
-                                          // that a step takes about twice a decode-only step
+  bool fair_prefill = true;               // while streams decode, prompt work gets about as much
+                                          // time as decoding (plus a credit for bursts), so decode
+                                          // keeps at least about half its speed
   size_t max_queue = 256;                 // waiting sequences beyond this are refused
   std::function<bool(TokenId)> is_end;    // end-of-generation tokens
 };
@@ -175,6 +176,7 @@ class Engine {
   std::vector<TokenId> end_tokens_;  // every id is_end accepts (for ignore_eos), found at start
   double decode_step_ms_ = 0.0;      // moving averages for prefill_cap (0 = not yet seen)
   double token_ms_ = 0.0;
+  double credit_ms_ = 0.0;           // prompt time allowed before it slows the decoding streams
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -109,9 +109,14 @@ struct Workload {
   std::vector<int32_t> pool_slots;
   int32_t steps;
   uint32_t seed;
+  double arrivals;  // new sequences per step (below what the slots serve: a queue that drains)
 };
 
-void run_workload(const Workload& w) {
+// No sequence waits forever: each finishes within this many steps of its arrival.
+constexpr int64_t kMaxLifeSteps = 1500;
+
+// Adds the steps that ran something to *steps.
+void run_workload(const Workload& w, int64_t* steps) {
   constexpr int32_t kVocab = 1000, kCtx = 96;
   BlockManager bm(w.n_blocks, w.block_size);
   Scheduler sched(bm, SchedulerOptions{w.pool_slots, w.budget});
@@ -129,6 +134,7 @@ void run_workload(const Workload& w) {
     int32_t n_predict;
     std::vector<TokenId> expected, got;
     int64_t arrived_step;
+    bool admitted = false;
   };
   std::map<int64_t, Job> jobs;
   int64_t next_id = 0, finished = 0, cancelled = 0, checked = 0, max_wait = 0;
@@ -136,7 +142,7 @@ void run_workload(const Workload& w) {
   for (int32_t step = 0; step < w.steps || !jobs.empty(); ++step) {
     ASSERT_LT(step, w.steps + 20000) << "sequences did not drain";
     // Arrivals (none after the last step: the rest drains).
-    const int n_new = step < w.steps ? static_cast<int>(rng() % 3 == 0) + static_cast<int>(rng() % 7 == 0) : 0;
+    const int n_new = step < w.steps && std::uniform_real_distribution<double>(0, 1)(rng) < w.arrivals ? 1 + (rng() % 4 == 0) : 0;
     for (int k = 0; k < n_new; ++k) {
       std::vector<TokenId> prompt = roots[rng() % roots.size()];
       if (rng() % 4 == 0) prompt.resize(1 + rng() % prompt.size());  // a prefix of a root, maybe a whole block
@@ -154,7 +160,7 @@ void run_workload(const Workload& w) {
       jobs.emplace(next_id++, std::move(job));
     }
     // Cancellations.
-    if (!jobs.empty() && rng() % 11 == 0) {
+    if (!jobs.empty() && rng() % 25 == 0) {
       auto it = jobs.begin();
       std::advance(it, rng() % jobs.size());
       sched.remove(it->second.seq.get());
@@ -168,6 +174,15 @@ void run_workload(const Workload& w) {
       ASSERT_EQ(r.seq->status, SequenceStatus::kRunning);
       ASSERT_GE(r.n, 1);
       n_tok += r.n;
+      // First come, first served: a sequence is first admitted only after every older one of its pool.
+      Job& job = jobs.at(r.seq->id);
+      if (!job.admitted) {
+        job.admitted = true;
+        for (const auto& [id, other] : jobs) {
+          if (id >= r.seq->id) break;
+          ASSERT_TRUE(other.admitted || other.seq->pool != r.seq->pool) << "sequence " << r.seq->id << " overtook " << id;
+        }
+      }
     }
     ASSERT_EQ(n_tok, plan.n_tokens);
     std::vector<int32_t> per_pool(w.pool_slots.size(), 0);
@@ -206,6 +221,7 @@ void run_workload(const Workload& w) {
           ++checked;
           sched.remove(r.seq);
           max_wait = std::max(max_wait, step - job.arrived_step);
+          ASSERT_LE(step - job.arrived_step, kMaxLifeSteps) << "sequence " << r.seq->id << " starved";
           jobs.erase(r.seq->id);
           ++finished;
         } else {
@@ -231,22 +247,25 @@ void run_workload(const Workload& w) {
               (long long)sched.stats().prefix_hit_tokens, (long long)bm.stats().copies, (long long)bm.stats().evictions,
               (long long)runner.steps, (long long)max_wait);
   EXPECT_GT(sched.stats().prefix_hit_tokens, 0);
+  *steps += runner.steps;
 }
 
 TEST(Scheduler, RandomizedWorkloadsKeepInvariantsAndOutputs) {
   // Tight pools preempt; small budgets chunk; block size 1 and 16 test the edges.
   const Workload workloads[] = {
-      {30, 4, 16, {4}, 3000, 1},
-      {60, 8, 12, {6, 2}, 3000, 2},
-      {200, 1, 32, {8}, 2000, 3},
-      {24, 16, 64, {3}, 2000, 4},
-      {1000, 4, 8, {8}, 2000, 5},
+      {30, 4, 16, {4}, 4000, 1, 0.1},
+      {60, 8, 12, {6, 2}, 3000, 2, 0.2},
+      {200, 1, 32, {8}, 3000, 3, 0.12},
+      {24, 16, 64, {3}, 3000, 4, 0.08},
+      {1000, 4, 8, {8}, 2000, 5, 0.25},
   };
+  int64_t steps = 0;
   for (const Workload& w : workloads) {
     SCOPED_TRACE(w.seed);
-    run_workload(w);
+    run_workload(w, &steps);
     if (HasFatalFailure()) return;
   }
+  EXPECT_GE(steps, 10000);
 }
 
 TEST(Scheduler, PreemptionHappensUnderATightPool) {
