@@ -30,6 +30,7 @@ struct ModelFacts {
   std::map<uint32_t, TypeUse> types;  // by ggml type id
   std::optional<uint64_t> template_bytes;
   std::optional<uint64_t> kv_cache_bytes;  // F16 K and V for context_length tokens
+  std::optional<uint64_t> kv_token_bytes;  // F16 K and V of one position (every layer)
 };
 
 std::optional<std::string> opt_string(const GgufFile& f, const std::string& key) {
@@ -93,6 +94,8 @@ ModelFacts gather(const GgufFile& f) {
     const double per_token = static_cast<double>(*m.n_kv_heads) * static_cast<double>(*m.key_length + *m.value_length);
     const double total = static_cast<double>(*m.n_layers) * static_cast<double>(*m.context_length) * per_token * 2;
     if (total < 1e18) m.kv_cache_bytes = static_cast<uint64_t>(total);
+    const double token = static_cast<double>(*m.n_layers) * per_token * 2;
+    if (token < 1e18) m.kv_token_bytes = static_cast<uint64_t>(token);
   }
   return m;
 }
@@ -167,6 +170,12 @@ void print_text(const GgufFile& f, const ModelFacts& m) {
   } else {
     line("memory estimate", human_bytes(m.tensor_bytes) + " weights (KV cache unknown: metadata incomplete)");
   }
+  if (m.kv_token_bytes) {
+    // The serving engine's K/V pool: context x slots positions (or --kv-memory) in blocks of 16.
+    line("K/V per position", commas(*m.kv_token_bytes) + " bytes F16 (" + commas(2 * *m.kv_token_bytes) +
+                                 " F32); a block of 16 positions " + human_bytes(16 * *m.kv_token_bytes) +
+                                 "; serve's pool is --ctx-size x --parallel positions, or --kv-memory");
+  }
   std::fputs(out.c_str(), stdout);
 }
 
@@ -216,6 +225,7 @@ void print_json(const GgufFile& f, const ModelFacts& m) {
                           {"kv_cache_bytes", opt_json(m.kv_cache_bytes)},
                           {"kv_cache_type", "f16"},
                           {"kv_cache_tokens", opt_json(m.context_length)},
+                          {"kv_bytes_per_token", opt_json(m.kv_token_bytes)},
                           {"total_bytes", m.tensor_bytes + m.kv_cache_bytes.value_or(0)}};
   Json md = Json::object();
   for (const auto& kv : f.metadata()) md[std::string(kv.key)] = value_json(kv.value);

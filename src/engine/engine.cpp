@@ -9,9 +9,11 @@
 namespace onebit {
 namespace {
 
-// Prompt time a burst may take from decoding streams at once; sustained, prompt work gets about
-// the time decoding takes (one decode-only step's worth per step).
-constexpr double kPrefillCreditMs = 500.0;
+// Prompt time a burst may take from decoding streams at once, and the prompt time each step earns
+// per unit of decode time: sustained, decoding keeps 1 / (1 + share) of the time, so a stream keeps
+// over half its speed while a long prompt is prefilled (bench/long_prompt.py measures it).
+constexpr double kPrefillCreditMs = 2000.0;
+constexpr double kPrefillShare = 0.9;
 
 double now_ms() {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -255,20 +257,26 @@ void Engine::finish(Live& live, FinishReason reason, const std::string& error) {
 
 int32_t Engine::prefill_cap() const {
   if (!options_.fair_prefill) return INT32_MAX;
-  if (token_ms_ <= 0.0) return 64;  // until a step of several tokens is measured
-  return std::max(1, static_cast<int32_t>(credit_ms_ / token_ms_));
+  const double cost = prefill_token_ms_ > 0.0 ? prefill_token_ms_ : token_ms_;
+  if (cost <= 0.0) return 64;  // until a step of several tokens is measured
+  return std::max(1, static_cast<int32_t>(credit_ms_ / cost));
 }
 
 void Engine::learn_timing(const StepPlan& plan, double step_ms) {
   auto ema = [](double& avg, double x) { avg = avg <= 0.0 ? x : 0.8 * avg + 0.2 * x; };
-  if (plan.n_decode > 0 && plan.n_tokens == plan.n_decode) ema(decode_step_ms_, step_ms);
+  const int32_t n_prefill = plan.n_tokens - plan.n_decode;
+  if (plan.n_decode > 0 && n_prefill == 0) ema(decode_step_ms_, step_ms);
   if (plan.n_tokens >= 8) ema(token_ms_, step_ms / plan.n_tokens);
   if (plan.n_decode == 0) {  // nobody decodes: nothing to protect
     credit_ms_ = kPrefillCreditMs;
     return;
   }
-  const double decode_ms = decode_step_ms_ > 0.0 ? std::min(decode_step_ms_, step_ms) : step_ms;
-  credit_ms_ = std::clamp(credit_ms_ + decode_ms - (step_ms - decode_ms), -kPrefillCreditMs, kPrefillCreditMs);
+  // What a prompt token costs beside decoding (its attention grows with its position); measured on
+  // mixed steps, and only estimated here, so noise in one step's time is not carried over.
+  if (decode_step_ms_ > 0.0 && n_prefill >= 4) ema(prefill_token_ms_, std::max(0.0, step_ms - decode_step_ms_) / n_prefill);
+  const double cost = prefill_token_ms_ > 0.0 ? prefill_token_ms_ : token_ms_;
+  const double decode_ms = decode_step_ms_ > 0.0 ? decode_step_ms_ : step_ms;
+  credit_ms_ = std::clamp(credit_ms_ + kPrefillShare * decode_ms - n_prefill * cost, 0.0, kPrefillCreditMs);
 }
 
 void Engine::build_batch(const StepPlan& plan) {

@@ -175,7 +175,8 @@ class Engine {
   StepOutput out_;
   std::vector<TokenId> end_tokens_;  // every id is_end accepts (for ignore_eos), found at start
   double decode_step_ms_ = 0.0;      // moving averages for prefill_cap (0 = not yet seen)
-  double token_ms_ = 0.0;
+  double token_ms_ = 0.0;            // a step's time per token
+  double prefill_token_ms_ = 0.0;    // a prompt token's time beside decoding
   double credit_ms_ = 0.0;           // prompt time allowed before it slows the decoding streams
 
   mutable std::mutex mu_;

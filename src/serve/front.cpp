@@ -3,6 +3,9 @@
 
 #include <httplib.h>
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <sstream>
 
@@ -35,13 +38,17 @@ bool constant_time_equal(const std::string& a, const std::string& b) {
 
 }  // namespace
 
+// HTTP worker threads (a stream holds one while it is open).
+constexpr size_t kHttpWorkers = 320;
+
 Front::Front(FrontOptions options, std::vector<std::unique_ptr<FrontBackend>> backends)
     : options_(std::move(options)),
       backends_(std::move(backends)),
       router_(backends_.size(), options_.primary_limit),
       server_(std::make_unique<httplib::Server>()) {
-  // Enough workers that slow streams never starve /health or a new request (default is ~8).
-  server_->new_task_queue = [] { return new httplib::ThreadPool(64); };
+  // Enough workers that slow streams never starve /health or a new request (default is ~8): each
+  // open connection holds one, and the engine serves up to 256 sequences at once.
+  server_->new_task_queue = [] { return new httplib::ThreadPool(kHttpWorkers); };
   server_->set_payload_max_length(options_.max_body_bytes);
   server_->set_read_timeout(60, 0);
   server_->set_write_timeout(3600, 0);
@@ -50,11 +57,34 @@ Front::Front(FrontOptions options, std::vector<std::unique_ptr<FrontBackend>> ba
 
 Front::~Front() = default;
 
+namespace {
+
+// cpp-httplib (the Debian library) listens with a backlog of 5: a burst of clients connecting at
+// once overflows it and some connections fail. Listening again on the same socket raises the
+// backlog (Linux updates it in place); the socket is found among our descriptors by its port.
+void raise_listen_backlog(int port) {
+  for (int fd = 0; fd < 4096; ++fd) {
+    int listening = 0;
+    socklen_t len = sizeof listening;
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening) continue;
+    sockaddr_storage addr{};
+    socklen_t alen = sizeof addr;
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &alen) != 0) continue;
+    const int bound = addr.ss_family == AF_INET ? ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port)
+                      : addr.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port)
+                                                   : -1;
+    if (bound == port) listen(fd, SOMAXCONN);
+  }
+}
+
+}  // namespace
+
 Status Front::bind() {
   if (!server_->bind_to_port(options_.host, options_.port)) {
     return make_error("cannot listen on " + options_.host + ":" + std::to_string(options_.port) +
                       " (in use, or not an address of this machine); pick another with --port/--host");
   }
+  raise_listen_backlog(static_cast<int>(options_.port));
   return ok_status();
 }
 

@@ -92,6 +92,7 @@ TEST(InfoCommand, Stories260KJson) {
   // KV cache: 2 (K, V) x layers x context x KV heads x head_dim (64 / 8) x 2 bytes.
   const uint64_t ctx = j["context_length"];
   EXPECT_EQ(j["memory_estimate"]["kv_cache_bytes"], 2 * 5 * ctx * 4 * 8 * 2);
+  EXPECT_EQ(j["memory_estimate"]["kv_bytes_per_token"], 2 * 5 * 4 * 8 * 2);
 }
 
 TEST(InfoCommand, EveryVocabFilePrintsTextAndJson) {

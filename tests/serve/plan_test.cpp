@@ -191,6 +191,34 @@ TEST(ServePlan, AdaptiveChildPairIsVulkanAndRocm) {
   EXPECT_EQ(after(p->backends[1].argv, "--spec-type"), "<absent>");
 }
 
+// The native engine's sizes go through the plan (and --dry-run); a child gets llama-server's flags.
+TEST(ServePlan, EngineOptionsInThePlanAndTheChildArgv) {
+  auto p = plan_for({"-m", "m", "--threads", "3", "--batch-tokens", "256", "--kv-memory", "1.5G", "--cache-type", "f32"});
+  ASSERT_TRUE(p.ok()) << p.message();
+  ASSERT_TRUE(p->engine.has_value());
+  EXPECT_EQ(p->engine->threads, 3);
+  EXPECT_EQ(p->engine->batch_tokens, 256);
+  EXPECT_EQ(p->engine->kv_memory, int64_t(1.5 * 1024 * 1024 * 1024));
+  EXPECT_EQ(p->engine->cache_type, "f32");
+  const auto j = p->to_json();
+  EXPECT_EQ(j["engine"]["threads"], 3);
+  EXPECT_EQ(j["engine"]["batch_tokens"], 256);
+  EXPECT_EQ(j["engine"]["cache_type"], "f32");
+  EXPECT_EQ(j["engine"]["pools"][0]["slots"], 1);
+  auto d = plan_for({"-m", "m"});
+  EXPECT_EQ(d->to_json()["engine"]["cache_type"], "f16");
+  EXPECT_EQ(plan_for({"-m", "m", "--kv-memory", "512M"})->engine->kv_memory, 512 << 20);
+  auto c = plan_for({"-m", "m", "--device", "vulkan", "--llama-server", "/ls", "-t", "3", "--batch-tokens", "256",
+                     "--cache-type", "f32"});
+  ASSERT_TRUE(c.ok()) << c.message();
+  EXPECT_FALSE(c->engine.has_value());
+  EXPECT_FALSE(c->to_json().contains("engine"));
+  EXPECT_EQ(after(c->backends[0].argv, "-t"), "3");
+  EXPECT_EQ(after(c->backends[0].argv, "-b"), "256");
+  EXPECT_EQ(after(c->backends[0].argv, "-ctk"), "f32");
+  EXPECT_EQ(after(c->backends[0].argv, "-ctv"), "f32");
+}
+
 TEST(ServePlan, AdaptiveNativeIsTwoEngines) {
   auto p = plan_for({"-m", "m", "--adaptive", "--ngram"});
   ASSERT_TRUE(p.ok()) << p.message();
@@ -200,6 +228,11 @@ TEST(ServePlan, AdaptiveNativeIsTwoEngines) {
   EXPECT_EQ(p->backends[1].slots, 16);
   EXPECT_EQ(p->backends[1].drafter.kind, DrafterKind::kNone);
   EXPECT_FALSE(p->backends[1].child);
+  // One engine with a slot pool per backend.
+  const auto pools = p->to_json()["engine"]["pools"];
+  ASSERT_EQ(pools.size(), 2u);
+  EXPECT_EQ(pools[0]["role"], "primary");
+  EXPECT_EQ(pools[1]["slots"], 16);
 }
 
 TEST(ServePlan, Refusals) {
@@ -220,6 +253,12 @@ TEST(ServePlan, Refusals) {
       {{"-m", "m", "--adaptive-at", "4"}, "needs --adaptive"},
       {{"-m", "m", "extra"}, "unexpected argument 'extra'"},
       {{"-m", "m", "--device", "vulkan", "--llama-server", "/ls", "--ngram"}, "native engine"},
+      {{"-m", "m", "--batch-tokens", "0"}, "--batch-tokens must be an integer from 1"},
+      {{"-m", "m", "--kv-memory", "lots"}, "--kv-memory must be a size like 2G"},
+      {{"-m", "m", "--kv-memory", "-1G"}, "--kv-memory must be a size"},
+      {{"-m", "m", "--cache-type", "q8_0"}, "q8_0 K/V is not built yet"},
+      {{"-m", "m", "--cache-type", "bf16"}, "--cache-type must be f16 or f32"},
+      {{"-m", "m", "--device", "vulkan", "--llama-server", "/ls", "--kv-memory", "1G"}, "llama-server has no such option"},
   };
   for (const auto& c : cases) {
     auto p = plan_for(c.argv);
