@@ -22,7 +22,7 @@ namespace {
 namespace fs = std::filesystem;
 
 #ifdef ONEBIT_SANITIZED
-constexpr int kRequests = 8, kMaxPrompt = 300;  // the same paths, at sanitizer speed
+constexpr int kRequests = 6, kMaxPrompt = 160;  // the same paths, at sanitizer speed
 #else
 constexpr int kRequests = 32, kMaxPrompt = 1500;
 #endif
@@ -158,6 +158,11 @@ class E2eIdentityRandom : public ::testing::TestWithParam<std::pair<const char*,
 
 TEST_P(E2eIdentityRandom, ConcurrentEqualsSolo) {
   ONEBIT_REQUIRE_TESTDATA("models/stories260K.gguf");
+#ifdef ONEBIT_SANITIZED
+  // Under sanitizers one type per architecture: the others differ only in matmul kernels, which
+  // the backend tests cover under sanitizers too.
+  if (std::string(GetParam().second) != "Q4_K_M") GTEST_SKIP() << "one type per architecture under sanitizers";
+#endif
   check_identity(make_model(GetParam().first, GetParam().second));
 }
 
