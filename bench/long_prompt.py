@@ -16,21 +16,18 @@ Standard library only.
 import argparse
 import http.client
 import json
-import socket
 import statistics
 import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "e2e"))
+from serve_util import free_port  # noqa: E402
 
 WORDS = ("the cat sat on a warm mat while rain fell over the quiet town and a small boy read "
          "his book about ships stars dragons and the long road home").split()
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def post(port, body):

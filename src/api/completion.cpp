@@ -53,7 +53,10 @@ void Completion::on_finish(const SequenceEvents& ev, TextDelta& out) {
   stats_.n_cached_tokens = ev.stats.n_cached_tokens;
   stats_.prompt_ms = ev.stats.prompt_ms;
   stats_.decode_ms = ev.stats.decode_ms;
-  if (ev.reason == FinishReason::kError) error_ = ev.error.empty() ? "generation failed" : ev.error;
+  if (ev.reason == FinishReason::kError || ev.reason == FinishReason::kAborted) {
+    error_ = ev.error.empty() ? "generation failed" : ev.error;
+    error_kind_ = ev.reason == FinishReason::kAborted ? ApiErrorKind::kUnavailable : ApiErrorKind::kServer;
+  }
   length_ = ev.reason == FinishReason::kLength && !ended_;
   TextDelta d = text_.finish();
   out.content += d.content;
@@ -99,7 +102,7 @@ ApiResult<json> Completion::run_to_end() {
 ApiResult<json> Completion::reply() const {
   const std::string& content = content_;
   const std::string& reasoning = reasoning_;
-  if (!error_.empty()) return ApiError{ApiErrorKind::kServer, error_};
+  if (!error_.empty()) return ApiError{error_kind_, error_};
   json choice = {{"index", 0}, {"finish_reason", finish_reason_text()}};
   if (setup_.endpoint == Endpoint::kChat) {
     json message = {{"role", "assistant"}, {"content", content}};
@@ -152,7 +155,7 @@ std::string Completion::next_sse(int timeout_ms, bool& done) {
   if (!d.empty()) out += event(chunk(delta_choice(d)));
   if (!finished_) return out;
   if (!error_.empty()) {
-    out += event(error_body({ApiErrorKind::kServer, error_}));
+    out += event(error_body({error_kind_, error_}));
   } else {
     json last = setup_.endpoint == Endpoint::kChat
                     ? json{{"index", 0}, {"delta", json::object()}, {"finish_reason", finish_reason_text()}}

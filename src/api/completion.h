@@ -79,6 +79,7 @@ class Completion {
   bool finished_ = false;   // the engine reported the end
   bool length_ = false;
   std::string error_;
+  ApiErrorKind error_kind_ = ApiErrorKind::kServer;  // kUnavailable when the server aborted it
   bool role_sent_ = false;
   std::string content_, reasoning_;  // the whole text, for a reply that is not streamed
 };

@@ -15,6 +15,7 @@ int http_status(ApiErrorKind kind) {
     case ApiErrorKind::kNotSupported: return 501;
     case ApiErrorKind::kBadGateway: return 502;
     case ApiErrorKind::kUnavailable: return 503;
+    case ApiErrorKind::kGatewayTimeout: return 504;
   }
   return 500;
 }
@@ -31,6 +32,7 @@ const char* error_type(ApiErrorKind kind) {
     case ApiErrorKind::kNotSupported: return "not_supported_error";
     case ApiErrorKind::kBadGateway: return "server_error";
     case ApiErrorKind::kUnavailable: return "unavailable_error";
+    case ApiErrorKind::kGatewayTimeout: return "server_error";
   }
   return "server_error";
 }

@@ -19,6 +19,7 @@ enum class ApiErrorKind {
   kNotSupported,       // 501 not_supported_error
   kBadGateway,         // 502 server_error: a backend failed
   kUnavailable,        // 503 unavailable_error: loading, or full
+  kGatewayTimeout,     // 504 server_error: a backend stopped answering
 };
 
 struct ApiError {

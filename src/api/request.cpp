@@ -15,9 +15,18 @@ constexpr int kMaxJsonDepth = 64;    // deeper bodies are refused before parsing
 constexpr size_t kMaxStopWords = 16;
 constexpr int64_t kMaxTokens = int64_t{1} << 24;
 
-// Nesting depth of brackets outside strings, stopping early once over `limit`.
-int json_depth(const std::string& body, int limit) {
-  int depth = 0, max_depth = 0;
+// The shape of a JSON text before it is parsed: nesting depth of brackets outside strings, and
+// an upper bound on its values (every value but the first follows a ',' or opens a container).
+// Stops early once the depth passes `depth_limit`.
+struct JsonShape {
+  int max_depth = 0;
+  int64_t n_values = 1;
+};
+
+JsonShape json_shape(const std::string& body, int depth_limit) {
+  JsonShape shape;
+  int depth = 0;
+  int& max_depth = shape.max_depth;
   bool in_string = false, escaped = false;
   for (char c : body) {
     if (in_string) {
@@ -26,12 +35,19 @@ int json_depth(const std::string& body, int limit) {
       else if (c == '"') in_string = false;
       continue;
     }
-    if (c == '"') in_string = true;
-    else if (c == '[' || c == '{') max_depth = std::max(max_depth, ++depth);
-    else if (c == ']' || c == '}') --depth;
-    if (max_depth > limit) break;
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      max_depth = std::max(max_depth, ++depth);
+      ++shape.n_values;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    } else if (c == ',') {
+      ++shape.n_values;
+    }
+    if (max_depth > depth_limit) break;
   }
-  return max_depth;
+  return shape;
 }
 
 std::string type_name(const ordered_json& v) { return v.type_name(); }
@@ -216,9 +232,17 @@ ApiResult<bool> parse_chat_fields(const ordered_json& body, CompletionRequest& r
 
 }  // namespace
 
-ApiResult<ordered_json> parse_json_object(const std::string& body) {
-  if (json_depth(body, kMaxJsonDepth) > kMaxJsonDepth) {
+ApiResult<ordered_json> parse_json_object(const std::string& body, int64_t max_values) {
+  const JsonShape shape = json_shape(body, kMaxJsonDepth);
+  if (shape.max_depth > kMaxJsonDepth) {
     return invalid_request("the JSON body nests deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+  }
+  // Parsed JSON takes tens of bytes per value: a body of millions of tiny values would cost far
+  // more memory than its size, so it is refused before parsing.
+  if (shape.n_values > max_values) {
+    return ApiError{ApiErrorKind::kPayloadTooLarge, "the body holds about " + std::to_string(shape.n_values) +
+                                                        " JSON values, more than the " + std::to_string(max_values) +
+                                                        " this server's context can use; send less"};
   }
   ordered_json j = ordered_json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return invalid_request("the body is not valid JSON (or not valid UTF-8)");
@@ -273,8 +297,8 @@ ApiResult<std::optional<std::string>> read_string(const ordered_json& obj, const
   return std::optional<std::string>{it->get<std::string>()};
 }
 
-ApiResult<CompletionRequest> parse_completion_request(const std::string& body, Endpoint endpoint) {
-  auto json = parse_json_object(body);
+ApiResult<CompletionRequest> parse_completion_request(const std::string& body, Endpoint endpoint, int64_t max_values) {
+  auto json = parse_json_object(body, max_values);
   if (!json.ok()) return json.error;
   const ordered_json& j = *json.value;
   CompletionRequest r;

@@ -51,11 +51,20 @@ struct CompletionRequest {
   bool ignore_eos = false;                 // end-of-generation tokens are never sampled (llama-server's)
 };
 
-// Parses a /v1/chat/completions or /v1/completions body (raw bytes: bad JSON is a 400 too).
-ApiResult<CompletionRequest> parse_completion_request(const std::string& body, Endpoint endpoint);
+// JSON values a body may hold by default (see max_json_values).
+inline constexpr int64_t kDefaultMaxJsonValues = int64_t{1} << 20;
+// The JSON values a request for a context of n_ctx tokens can use: every message, part or prompt
+// token costs at least one token, so more than a few per token is never needed (tools and schemas
+// get a fixed allowance).
+inline int64_t max_json_values(int64_t n_ctx) { return 16 * n_ctx + 65536; }
+
+// Parses a /v1/chat/completions or /v1/completions body (raw bytes: bad JSON is a 400 too; more
+// than `max_values` JSON values a 413, before parsing).
+ApiResult<CompletionRequest> parse_completion_request(const std::string& body, Endpoint endpoint,
+                                                      int64_t max_values = kDefaultMaxJsonValues);
 
 // Parses the body as a JSON object; the error names what is wrong.
-ApiResult<nlohmann::ordered_json> parse_json_object(const std::string& body);
+ApiResult<nlohmann::ordered_json> parse_json_object(const std::string& body, int64_t max_values = kDefaultMaxJsonValues);
 
 // Field readers over an object; absent or null gives nullopt; the wrong type or range is an error.
 ApiResult<std::optional<bool>> read_bool(const nlohmann::ordered_json& obj, const char* name);

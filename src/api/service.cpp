@@ -80,7 +80,7 @@ ApiResult<std::vector<TokenId>> ApiService::prompt_tokens(const CompletionReques
 }
 
 ApiResult<std::unique_ptr<Completion>> ApiService::start_completion(const std::string& body, Endpoint endpoint) {
-  auto parsed = parse_completion_request(body, endpoint);
+  auto parsed = parse_completion_request(body, endpoint, max_json_values(engine_.n_ctx()));
   if (!parsed.ok()) return parsed.error;
   const CompletionRequest& r = *parsed.value;
   std::string rendered;

@@ -12,7 +12,15 @@
 namespace onebit {
 
 Result<MappedFile> MappedFile::open(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // A FIFO or a device would block the open or never end: refused before opening.
+  struct stat before {};
+  if (::stat(path.c_str(), &before) == 0 && !S_ISREG(before.st_mode)) {
+    return make_error("'" + path + "' is not a regular file (" +
+                      (S_ISDIR(before.st_mode) ? "a directory" : S_ISFIFO(before.st_mode) ? "a FIFO" :
+                       S_ISCHR(before.st_mode) || S_ISBLK(before.st_mode) ? "a device" : S_ISSOCK(before.st_mode) ? "a socket" : "special") +
+                      "); give the path of a .gguf file");
+  }
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     return make_error("cannot open '" + path + "': " + std::strerror(errno));
   }

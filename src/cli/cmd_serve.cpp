@@ -86,10 +86,13 @@ int run_native_plan(const Plan& plan, const ServeOptions& options) {
     load_state.store(1);
   });
   int exit_code = 0;
-  bool announced = false;
+  bool announced = false, signalled = false;
   for (;;) {
     timespec ts{0, 100 * 1000000};
-    if (sigtimedwait(&signals, nullptr, &ts) > 0) break;
+    if (sigtimedwait(&signals, nullptr, &ts) > 0) {
+      signalled = true;
+      break;
+    }
     const int state = load_state.load();
     if (state == 2) {
       std::fprintf(stderr, "1bit serve: %s: %s\n", plan.model_path.c_str(), load_error.c_str());
@@ -102,6 +105,7 @@ int run_native_plan(const Plan& plan, const ServeOptions& options) {
       std::fprintf(stderr, "1bit serve: ready\n");
     }
   }
+  if (signalled) shut_down_on_signal(front, signals, static_cast<int>(plan.shutdown_timeout_s * 1000));
   loader.join();
   front.set_ready(false);
   std::fprintf(stderr, "1bit serve: requests per backend: %s\n", front.counts_summary().c_str());

@@ -104,6 +104,7 @@ Engine::Engine(std::unique_ptr<ModelRunner> runner, EngineOptions options, Engin
       blocks_(layout_.n_blocks, layout_.block_size),
       scheduler_(blocks_, SchedulerOptions{layout_.pool_slots, layout_.batch_tokens}) {
   credit_ms_ = kPrefillCreditMs;
+  for (int32_t n : layout_.pool_slots) total_slots_ += n;
 }
 
 Result<std::unique_ptr<Engine>> Engine::start(Model& model, EngineOptions options) {
@@ -168,8 +169,12 @@ Result<std::shared_ptr<SequenceHandle>> Engine::submit(SequenceRequest request) 
   auto handle = live->handle;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (incoming_.size() + published_.n_queued >= options_.max_queue) {
-      return make_error("the queue is full (" + std::to_string(incoming_.size() + published_.n_queued) +
+    if (aborting_) return make_error(abort_message_);
+    // Those that a free slot will take at once do not wait.
+    const size_t free_slots = size_t(total_slots_) - std::min(size_t(total_slots_), published_.n_running);
+    const size_t waiting = incoming_.size() + published_.n_queued;
+    if (waiting >= options_.max_queue + free_slots) {
+      return make_error("the queue is full (" + std::to_string(waiting - std::min(waiting, free_slots)) +
                         " waiting); retry later");
     }
     live->seq.id = next_id_++;
@@ -215,8 +220,18 @@ void Engine::publish() {
   published_ = std::move(s);
 }
 
+void Engine::abort_all(std::string message) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    aborting_ = true;
+    abort_message_ = message.empty() ? "the server is shutting down" : std::move(message);
+  }
+  cv_.notify_all();
+}
+
 void Engine::worker_loop() {
   for (;;) {
+    std::string abort;
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] { return stopping_ || !incoming_.empty() || !live_.empty(); });
@@ -231,6 +246,11 @@ void Engine::worker_loop() {
         scheduler_.add(seq);
         ++published_.n_queued;  // still counted by submit's queue limit until the next publish
       }
+      if (aborting_) abort = abort_message_;
+    }
+    if (!abort.empty()) {
+      while (!live_.empty()) finish(*live_.begin()->second, FinishReason::kAborted, abort);
+      continue;
     }
     step();
   }

@@ -28,7 +28,8 @@
 
 namespace onebit {
 
-enum class FinishReason { kNone, kEnd, kLength, kCancelled, kError };
+// kAborted: the server stopped it (shutdown); the error says why.
+enum class FinishReason { kNone, kEnd, kLength, kCancelled, kError, kAborted };
 
 // What a client asks the engine to run.
 struct SequenceRequest {
@@ -90,7 +91,7 @@ struct EngineOptions {
   bool fair_prefill = true;               // while streams decode, prompt work gets about as much
                                           // time as decoding (plus a credit for bursts), so decode
                                           // keeps at least about half its speed
-  size_t max_queue = 256;                 // waiting sequences beyond this are refused
+  size_t max_queue = 256;                 // sequences waiting for a slot beyond this are refused
   std::function<bool(TokenId)> is_end;    // end-of-generation tokens
 };
 
@@ -148,6 +149,10 @@ class Engine {
   // vocabulary, a pool that does not exist, the queue full.
   Result<std::shared_ptr<SequenceHandle>> submit(SequenceRequest request);
 
+  // Shutdown: every queued and running sequence ends as kAborted with `message` at the worker's
+  // next turn, and later submissions are refused with it. Thread-safe.
+  void abort_all(std::string message);
+
   int32_t n_ctx() const { return layout_.n_ctx; }
   const EngineLayout& layout() const { return layout_; }
   EngineState state() const;
@@ -184,7 +189,10 @@ class Engine {
   std::deque<std::unique_ptr<Live>> incoming_;      // submitted, not yet seen by the worker
   EngineState published_;
   int64_t next_id_ = 0;
+  int32_t total_slots_ = 0;  // over all pools
   bool stopping_ = false;
+  bool aborting_ = false;
+  std::string abort_message_;
   std::thread worker_;
 };
 

@@ -5,10 +5,8 @@
 #include <memory>
 #include <string>
 
-namespace httplib {
-struct Request;
-struct Response;
-}  // namespace httplib
+#include "http/http.h"
+
 
 namespace onebit {
 
@@ -20,10 +18,13 @@ class FrontBackend {
   virtual bool ready() const = 0;
   // Serves a completion-like POST. `hold` (the router's place) must stay alive until the reply,
   // or the stream, has ended. The reply's `model` is rewritten to `alias`.
-  virtual void post(const httplib::Request& req, httplib::Response& res, std::shared_ptr<void> hold,
+  virtual void post(const http::Request& req, http::Response& res, std::shared_ptr<void> hold,
                     const std::string& alias) = 0;
   // Relays an auxiliary route (/tokenize, /props, /metrics...) unchanged.
-  virtual void relay(const httplib::Request& req, httplib::Response& res) = 0;
+  virtual void relay(const http::Request& req, http::Response& res) = 0;
+  // Shutdown past its deadline: every reply in progress ends now, a stream with an error event
+  // (`message`, 503) and [DONE], a whole reply with a 503 body; later requests get the same.
+  virtual void abort_all(const std::string& message) = 0;
 };
 
 }  // namespace onebit

@@ -1,12 +1,10 @@
-// Implementation of the HTTP front (cpp-httplib).
+// Implementation of the HTTP front: routes on the event-loop server (http/server.h).
 #include "serve/front.h"
 
-#include <httplib.h>
-
-#include <netinet/in.h>
-#include <sys/socket.h>
-
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
 #include <sstream>
 
 #include "api/openai_error.h"
@@ -14,7 +12,6 @@
 
 namespace onebit {
 namespace {
-
 
 bool is_loopback_host(const std::string& host) {
   return host == "127.0.0.1" || host == "localhost" || host == "::1" || host == "[::1]";
@@ -36,61 +33,68 @@ bool constant_time_equal(const std::string& a, const std::string& b) {
   return diff == 0;
 }
 
-}  // namespace
+// Errors the HTTP server answers by itself (framing, limits, timeouts), in the OpenAI shape.
+std::pair<std::string, std::string> render_http_error(int status, const std::string& message) {
+  const char* type = status == 503 ? "unavailable_error" : status >= 500 ? "server_error" : "invalid_request_error";
+  nlohmann::json body = {{"error", {{"code", status}, {"message", message}, {"type", type}}}};
+  return {"application/json", body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)};
+}
 
-// HTTP worker threads (a stream holds one while it is open).
-constexpr size_t kHttpWorkers = 320;
+}  // namespace
 
 Front::Front(FrontOptions options, std::vector<std::unique_ptr<FrontBackend>> backends)
     : options_(std::move(options)),
       backends_(std::move(backends)),
-      router_(backends_.size(), options_.primary_limit),
-      server_(std::make_unique<httplib::Server>()) {
-  // Enough workers that slow streams never starve /health or a new request (default is ~8): each
-  // open connection holds one, and the engine serves up to 256 sequences at once.
-  server_->new_task_queue = [] { return new httplib::ThreadPool(kHttpWorkers); };
-  server_->set_payload_max_length(options_.max_body_bytes);
-  server_->set_read_timeout(60, 0);
-  server_->set_write_timeout(3600, 0);
+      router_(backends_.size(), options_.primary_limit) {
+  http::ServerOptions http = options_.http;
+  http.limits.max_body_bytes = options_.max_body_bytes;
+  server_ = std::make_unique<http::Server>(
+      http, [this](const http::Request& req, http::Response& res) { handle(req, res); }, render_http_error);
   install_routes();
 }
 
 Front::~Front() = default;
 
-namespace {
-
-// cpp-httplib (the Debian library) listens with a backlog of 5: a burst of clients connecting at
-// once overflows it and some connections fail. Listening again on the same socket raises the
-// backlog (Linux updates it in place); the socket is found among our descriptors by its port.
-void raise_listen_backlog(int port) {
-  for (int fd = 0; fd < 4096; ++fd) {
-    int listening = 0;
-    socklen_t len = sizeof listening;
-    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening) continue;
-    sockaddr_storage addr{};
-    socklen_t alen = sizeof addr;
-    if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &alen) != 0) continue;
-    const int bound = addr.ss_family == AF_INET ? ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port)
-                      : addr.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port)
-                                                   : -1;
-    if (bound == port) listen(fd, SOMAXCONN);
-  }
-}
-
-}  // namespace
-
 Status Front::bind() {
-  if (!server_->bind_to_port(options_.host, options_.port)) {
-    return make_error("cannot listen on " + options_.host + ":" + std::to_string(options_.port) +
-                      " (in use, or not an address of this machine); pick another with --port/--host");
+  if (!is_loopback_host(options_.host) && options_.api_key.empty()) {
+    std::fprintf(stderr, "1bit serve: warning: listening on %s without --api-key; anyone who can reach it can use the model\n",
+                 options_.host.c_str());
   }
-  raise_listen_backlog(static_cast<int>(options_.port));
-  return ok_status();
+  return server_->bind(options_.host, options_.port);
 }
-
-void Front::serve() { server_->listen_after_bind(); }
+void Front::serve() { server_->run(); }
 void Front::stop() { server_->stop(); }
 void Front::set_ready(bool ready) { ready_.store(ready); }
+
+// Replies cut by a shutdown get this long to be sent after their backends ended them.
+constexpr int kAbortGraceMs = 3000;
+
+void Front::shutdown(int timeout_ms) {
+  shutting_down_.store(true);
+  if (!server_->drain(timeout_ms)) {
+    for (auto& b : backends_) b->abort_all("the server is shutting down; retry the request");
+    server_->drain(kAbortGraceMs);
+  }
+  server_->stop();
+}
+
+void shut_down_on_signal(Front& front, const sigset_t& signals, int timeout_ms) {
+  std::fprintf(stderr, "1bit serve: stopping; replies in progress have %d s (a second signal exits now)\n",
+               timeout_ms / 1000);
+  std::atomic<bool> done{false};
+  std::thread second([&] {
+    while (!done.load()) {
+      timespec ts{0, 100 * 1000000};
+      if (sigtimedwait(&signals, nullptr, &ts) > 0) {
+        std::fprintf(stderr, "1bit serve: second stop signal; exiting now\n");
+        std::_Exit(1);
+      }
+    }
+  });
+  front.shutdown(timeout_ms);
+  done.store(true);
+  second.join();
+}
 bool Front::ready() const { return ready_.load(); }
 
 std::string Front::counts_summary() const {
@@ -119,55 +123,76 @@ std::string Front::metrics_text() const {
   return out.str();
 }
 
+void Front::handle(const http::Request& req, http::Response& res) {
+  // A loopback bind answers only loopback names: a web page cannot rebind DNS onto us.
+  if (is_loopback_host(options_.host) && !is_loopback_host(host_name(req.get_header_value("Host")))) {
+    return set_error(res, ApiErrorKind::kPermission,
+                     "Host '" + req.get_header_value("Host") + "' is not a loopback name; this server listens on " + options_.host);
+  }
+  const bool open_route = req.path == "/health" || req.path == "/v1/health";
+  if (!options_.api_key.empty() && !open_route &&
+      !constant_time_equal(req.get_header_value("Authorization"), "Bearer " + options_.api_key)) {
+    return set_error(res, ApiErrorKind::kAuthentication, "missing or wrong API key: send 'Authorization: Bearer KEY'");
+  }
+  const std::string& method = req.method == "HEAD" ? std::string("GET") : req.method;
+  std::string allowed;
+  for (size_t i = 0; i < routes_.size(); ++i) {
+    if (route_keys_[i].second != req.path) continue;
+    if (route_keys_[i].first == method) return routes_[i](req, res);
+    allowed += (allowed.empty() ? "" : ", ") + route_keys_[i].first;
+  }
+  if (allowed.empty()) return set_error(res, ApiErrorKind::kNotFound, "no route " + req.method + " " + req.path);
+  set_error(res, ApiErrorKind::kInvalidRequest, req.method + " is not allowed on " + req.path + "; use " + allowed);
+  res.status = 405;
+  res.set_header("Allow", allowed);
+}
+
 void Front::install_routes() {
-  httplib::Server& s = *server_;
-  s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    // A loopback bind answers only loopback names: a web page cannot rebind DNS onto us.
-    if (is_loopback_host(options_.host) && !is_loopback_host(host_name(req.get_header_value("Host")))) {
-      set_error(res, ApiErrorKind::kPermission, "Host '" + req.get_header_value("Host") + "' is not a loopback name; this server listens on " + options_.host);
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    const bool open_route = req.path == "/health" || req.path == "/v1/health";
-    if (!options_.api_key.empty() && !open_route &&
-        !constant_time_equal(req.get_header_value("Authorization"), "Bearer " + options_.api_key)) {
-      set_error(res, ApiErrorKind::kAuthentication, "missing or wrong API key: send 'Authorization: Bearer KEY'");
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    return httplib::Server::HandlerResponse::Unhandled;
-  });
-
-  auto health = [this](const httplib::Request&, httplib::Response& res) {
-    res.status = ready() ? 200 : 503;
-    res.set_content(ready() ? R"({"status":"ok"})" : R"({"status":"loading"})", "application/json");
+  auto add = [this](const char* method, const char* path, Route route) {
+    route_keys_.emplace_back(method, path);
+    routes_.push_back(std::move(route));
   };
-  s.Get("/health", health);
-  s.Get("/v1/health", health);
+  auto health = [this](const http::Request&, http::Response& res) {
+    const bool stopping = shutting_down_.load();
+    const bool answering = router_.any_available();
+    res.status = ready() && !stopping && answering ? 200 : 503;
+    res.set_content(stopping      ? R"({"status":"shutting down"})"
+                    : !ready()    ? R"({"status":"loading"})"
+                    : !answering  ? R"({"status":"error","error":"no backend is answering"})"
+                                  : R"({"status":"ok"})",
+                    "application/json");
+  };
+  add("GET", "/health", health);
+  add("GET", "/v1/health", health);
 
-  auto models = [this](const httplib::Request&, httplib::Response& res) {
+  auto models = [this](const http::Request&, http::Response& res) {
     nlohmann::json data = nlohmann::json::array();
     data.push_back({{"id", options_.alias}, {"object", "model"}, {"owned_by", "1bit"}, {"device", backends_[0]->route()}});
     res.set_content(nlohmann::json{{"object", "list"}, {"data", data}}.dump(), "application/json");
   };
-  s.Get("/v1/models", models);
-  s.Get("/models", models);
+  add("GET", "/v1/models", models);
+  add("GET", "/models", models);
 
-  auto completion = [this](const httplib::Request& req, httplib::Response& res) {
+  auto completion = [this](const http::Request& req, http::Response& res) {
     if (!ready()) return set_error(res, ApiErrorKind::kUnavailable, "the model is loading; retry when /health says ok");
     auto ticket = router_.reserve();
+    if (!ticket) {
+      return set_error(res, ApiErrorKind::kUnavailable, "no backend is answering (a llama-server child stopped answering or is restarting); retry shortly");
+    }
     backends_[ticket->backend_idx()]->post(req, res, ticket, options_.alias);
   };
   for (const char* path : {"/v1/chat/completions", "/chat/completions", "/v1/completions", "/completions",
                            "/v1/embeddings", "/embeddings", "/infill", "/completion"}) {
-    s.Post(path, completion);
+    add("POST", path, completion);
   }
 
-  auto to_primary = [this](const httplib::Request& req, httplib::Response& res) {
+  auto to_primary = [this](const http::Request& req, http::Response& res) {
     if (!ready()) return set_error(res, ApiErrorKind::kUnavailable, "the model is loading; retry when /health says ok");
     backends_[0]->relay(req, res);
   };
-  for (const char* path : {"/tokenize", "/detokenize", "/apply-template"}) s.Post(path, to_primary);
-  for (const char* path : {"/slots", "/props"}) s.Get(path, to_primary);
-  s.Get("/metrics", [this](const httplib::Request& req, httplib::Response& res) {
+  for (const char* path : {"/tokenize", "/detokenize", "/apply-template"}) add("POST", path, to_primary);
+  for (const char* path : {"/slots", "/props"}) add("GET", path, to_primary);
+  add("GET", "/metrics", [this](const http::Request& req, http::Response& res) {
     std::string text;
     if (ready()) {
       backends_[0]->relay(req, res);
@@ -175,26 +200,6 @@ void Front::install_routes() {
     }
     res.status = 200;
     res.set_content(text + metrics_text(), "text/plain; version=0.0.4");
-  });
-
-  s.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return;
-    if (res.status == 404) return set_error(res, ApiErrorKind::kNotFound, "no route " + req.method + " " + req.path);
-    if (res.status == 413) return set_error(res, ApiErrorKind::kPayloadTooLarge, "request body too large");
-    if (res.status == 400) return set_error(res, ApiErrorKind::kInvalidRequest, "malformed HTTP request");
-    if (res.status >= 400) {
-      res.set_content(error_body({ApiErrorKind::kServer, "HTTP " + std::to_string(res.status)}).dump(), "application/json");
-    }
-  });
-  s.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-    std::string what = "unknown error";
-    try {
-      if (ep) std::rethrow_exception(ep);
-    } catch (const std::exception& e) {
-      what = e.what();
-    } catch (...) {
-    }
-    set_error(res, ApiErrorKind::kServer, "internal error: " + what);
   });
 }
 

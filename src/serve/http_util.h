@@ -1,19 +1,19 @@
-// Small helpers shared by the front, the proxy and the serving loops: OpenAI error replies on a
-// cpp-httplib response, and the stop signals the main thread waits for.
+// Small helpers shared by the front, the proxy and the serving loops: OpenAI error replies on an
+// HTTP response, and the stop signals the main thread waits for.
 #pragma once
 
 #include <signal.h>
 
 #include <string>
 
-#include <httplib.h>
+#include "http/http.h"
 
 #include "api/openai_error.h"
 
 namespace onebit {
 
 // Sets the status of `kind` and an OpenAI error body {"error":{"code","message","type"}}.
-inline void set_error(httplib::Response& res, ApiErrorKind kind, const std::string& message) {
+inline void set_error(http::Response& res, ApiErrorKind kind, const std::string& message) {
   res.status = http_status(kind);
   res.set_content(error_body({kind, message}).dump(), "application/json");
 }

@@ -1,7 +1,6 @@
 // NativeBackend: loading, and the HTTP side of the API service.
 #include "serve/native_backend.h"
 
-#include <httplib.h>
 
 #include <algorithm>
 #include <functional>
@@ -18,15 +17,15 @@
 namespace onebit {
 namespace {
 
-void set_json(httplib::Response& res, int status, const nlohmann::json& body) {
+void set_json(http::Response& res, int status, const nlohmann::json& body) {
   res.status = status;
   res.set_content(body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "application/json");
 }
 
-void set_api_error(httplib::Response& res, const ApiError& e) { set_json(res, http_status(e.kind), error_body(e)); }
+void set_api_error(http::Response& res, const ApiError& e) { set_json(res, http_status(e.kind), error_body(e)); }
 
 template <typename T>
-void set_result(httplib::Response& res, const ApiResult<T>& r) {
+void set_result(http::Response& res, const ApiResult<T>& r) {
   if (r.ok()) return set_json(res, 200, *r.value);
   set_api_error(res, r.error);
 }
@@ -34,7 +33,7 @@ void set_result(httplib::Response& res, const ApiResult<T>& r) {
 // A reply that is not streamed: plain when it is done within wait_ms, else chunked with
 // keep-alive blanks (JSON allows leading whitespace): a failed write tells us the client left.
 // After the switch an engine error can only be sent as an error body under status 200.
-void reply_whole(std::shared_ptr<Completion> c, httplib::Response& res, std::shared_ptr<void> hold,
+void reply_whole(std::shared_ptr<Completion> c, http::Response& res, std::shared_ptr<void> hold,
                  const std::function<void(const Completion&)>& record, int wait_ms) {
   if (c->run_for(wait_ms)) {
     record(*c);
@@ -42,7 +41,7 @@ void reply_whole(std::shared_ptr<Completion> c, httplib::Response& res, std::sha
   }
   res.set_chunked_content_provider(
       "application/json",
-      [c, record](size_t, httplib::DataSink& sink) {
+      [c, record](size_t, http::DataSink& sink) {
         try {
           if (!c->run_for(kKeepAliveMs)) {
             if (!sink.write(" ", 1)) {
@@ -138,7 +137,7 @@ std::string NativeEngine::describe() const {
 NativeBackend::NativeBackend(std::shared_ptr<NativeEngine> engine, size_t pool)
     : engine_(std::move(engine)), pool_(pool), role_(engine_->options().roles.at(pool)) {}
 
-void NativeBackend::post(const httplib::Request& req, httplib::Response& res, std::shared_ptr<void> hold,
+void NativeBackend::post(const http::Request& req, http::Response& res, std::shared_ptr<void> hold,
                          const std::string& alias) {
   const bool chat = req.path.find("chat/completions") != std::string::npos;
   const bool completion = req.path == "/v1/completions" || req.path == "/completions" || req.path == "/completion";
@@ -162,7 +161,7 @@ void NativeBackend::post(const httplib::Request& req, httplib::Response& res, st
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
-      [c, record](size_t, httplib::DataSink& sink) {
+      [c, record](size_t, http::DataSink& sink) {
         try {
           bool done = false;
           const std::string bytes = c->next_sse(/*timeout_ms=*/100, done);
@@ -183,7 +182,13 @@ void NativeBackend::post(const httplib::Request& req, httplib::Response& res, st
       [c, hold](bool) { c->cancel(); });
 }
 
-void NativeBackend::relay(const httplib::Request& req, httplib::Response& res) {
+void NativeEngine::abort_all(const std::string& message) {
+  if (ready_.load()) engine_->abort_all(message);
+}
+
+void NativeBackend::abort_all(const std::string& message) { engine_->abort_all(message); }
+
+void NativeBackend::relay(const http::Request& req, http::Response& res) {
   const std::string& p = req.path;
   ApiService& service = engine_->service(pool_);
   if (p == "/tokenize") return set_result(res, service.tokenize(req.body));

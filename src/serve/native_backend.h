@@ -2,7 +2,7 @@
 // weights) once on the CPU backend and starts one Engine with a slot pool per planned backend
 // (--adaptive: the primary's and the overflow's, over one model and one thread pool). Each
 // NativeBackend is the FrontBackend of one pool: it serves the API (api/service.h) over
-// cpp-httplib and streams Server-Sent Events. A client that disconnects cancels its sequence.
+// the HTTP front and streams Server-Sent Events. A client that disconnects cancels its sequence.
 #pragma once
 
 #include <atomic>
@@ -60,6 +60,8 @@ class NativeEngine {
   const NativeOptions& options() const { return options_; }
   Engine& engine() { return *engine_; }
   ApiService& service(size_t pool) { return *services_.at(pool); }
+  // Ends every sequence (Engine::abort_all); before the load is done, nothing is running.
+  void abort_all(const std::string& message);
   Metrics& metrics(size_t pool) { return *metrics_.at(pool); }
 
  private:
@@ -82,9 +84,10 @@ class NativeBackend : public FrontBackend {
   std::string label() const override { return role_ + "/" + engine_->options().route; }
   std::string route() const override { return engine_->options().route; }
   bool ready() const override { return engine_->ready(); }
-  void post(const httplib::Request& req, httplib::Response& res, std::shared_ptr<void> hold,
+  void post(const http::Request& req, http::Response& res, std::shared_ptr<void> hold,
             const std::string& alias) override;
-  void relay(const httplib::Request& req, httplib::Response& res) override;
+  void relay(const http::Request& req, http::Response& res) override;
+  void abort_all(const std::string& message) override;
 
  private:
   std::shared_ptr<NativeEngine> engine_;

@@ -201,6 +201,11 @@ Result<Plan> make_plan(const PlanInputs& in) {
   plan.port = o.port;
   plan.ctx_size = o.ctx_size;
   plan.api_key_set = !o.api_key.empty();
+  plan.shutdown_timeout_s = o.shutdown_timeout_s;
+  if (!child && o.child_timeout_s) {
+    return make_error("--child-timeout watches llama-server children; the native engine has none (drop it)");
+  }
+  plan.child_timeout_s = o.child_timeout_s.value_or(plan.child_timeout_s);
   const DrafterPlan drafter = plan_drafter(in);
   if (!child) plan.engine = EnginePlan{o.threads, o.batch_tokens, o.kv_memory, o.cache_type.empty() ? "f16" : o.cache_type};
   if (!o.adaptive) {
@@ -227,7 +232,11 @@ Result<Plan> make_plan(const PlanInputs& in) {
 
 nlohmann::json Plan::to_json() const {
   nlohmann::json j = {{"model", model_path}, {"alias", alias},   {"host", host},
-                      {"port", port},        {"ctx_size", ctx_size}, {"api_key", api_key_set}};
+                      {"port", port},        {"ctx_size", ctx_size}, {"api_key", api_key_set},
+                      {"shutdown_timeout_s", shutdown_timeout_s}};
+  if (std::any_of(backends.begin(), backends.end(), [](const BackendPlan& b) { return b.child; })) {
+    j["child_timeout_s"] = child_timeout_s;
+  }
   j["backends"] = nlohmann::json::array();
   for (const auto& b : backends) {
     nlohmann::json jb = {{"role", b.role}, {"route", b.route}, {"child", b.child}, {"slots", b.slots}};

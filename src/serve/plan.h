@@ -38,6 +38,8 @@ struct ServeOptions {
   bool adaptive = false;
   int64_t adaptive_at = 8;
   std::string api_key;
+  int64_t shutdown_timeout_s = 5;    // --shutdown-timeout
+  std::optional<int64_t> child_timeout_s;  // --child-timeout (child routes only)
   int64_t threads = 0;               // engine threads (child: -t); 0 = every core
   int64_t batch_tokens = 0;          // --batch-tokens: tokens per engine step (child: -b); 0 = default
   int64_t kv_memory = 0;             // --kv-memory: K/V pool bytes (native only); 0 = ctx x slots
@@ -115,6 +117,8 @@ struct Plan {
   int64_t port = 0;
   int64_t ctx_size = 0;
   bool api_key_set = false;
+  int64_t shutdown_timeout_s = 5;
+  int64_t child_timeout_s = 10;      // child routes only
   std::vector<BackendPlan> backends;  // the primary first
   std::optional<EnginePlan> engine;   // native routes: one engine serves every backend's slots
 

@@ -25,7 +25,7 @@ std::unique_ptr<httplib::Client> make_client(int port) {
 }
 
 
-std::string upstream_target(const httplib::Request& req) { return req.target.empty() ? req.path : req.target; }
+std::string upstream_target(const http::Request& req) { return req.target.empty() ? req.path : req.target; }
 
 bool wants_stream(const std::string& body) {
   auto j = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
@@ -44,6 +44,8 @@ struct StreamState {
   bool failed = false;
   std::string error;
   std::atomic<bool> cancelled{false};
+  std::string aborted;  // cut (shutdown, hung child): the message the stream ends with
+  ApiErrorKind aborted_kind = ApiErrorKind::kUnavailable;
   std::unique_ptr<httplib::Client> client;
   std::thread reader;
 
@@ -80,6 +82,67 @@ void read_upstream(std::shared_ptr<StreamState> st, httplib::Request up) {
 }
 
 }  // namespace
+
+// A whole reply waiting for the child, and why it was cut (empty: it was not).
+struct WholeCall {
+  httplib::Client* client;
+  std::string cut;
+  ApiErrorKind kind = ApiErrorKind::kUnavailable;
+};
+
+// Replies in progress, so that a shutdown (abort_all) or a hung child (cut_in_flight) can end them.
+struct ChildBackend::Aborter {
+  std::mutex mu;
+  std::string shutdown;  // non-empty once shut down: later requests are refused with it
+  std::vector<std::weak_ptr<StreamState>> streams;
+  std::vector<WholeCall*> calls;
+
+  // Registers a whole reply; false when shut down.
+  bool add(WholeCall* c) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!shutdown.empty()) return false;
+    calls.push_back(c);
+    return true;
+  }
+  void remove(WholeCall* c) {
+    std::lock_guard<std::mutex> lock(mu);
+    std::erase(calls, c);
+  }
+  // Ends every reply in progress with `message` (under `mu`).
+  void cut_locked(const std::string& message, ApiErrorKind kind) {
+    for (WholeCall* c : calls) {
+      c->cut = message;
+      c->kind = kind;
+      c->client->stop();
+    }
+    for (auto& weak : streams) {
+      if (auto st = weak.lock()) {
+        {
+          std::lock_guard<std::mutex> sl(st->mu);
+          st->aborted = message;
+          st->aborted_kind = kind;
+        }
+        st->cv.notify_all();
+        st->client->stop();
+      }
+    }
+    streams.clear();
+  }
+};
+
+ChildBackend::ChildBackend(std::string label, std::string route, int port)
+    : label_(std::move(label)), route_(std::move(route)), port_(port), aborter_(std::make_shared<Aborter>()) {}
+
+void ChildBackend::abort_all(const std::string& message) {
+  std::lock_guard<std::mutex> lock(aborter_->mu);
+  aborter_->shutdown = message.empty() ? "the server is shutting down" : message;
+  aborter_->cut_locked(aborter_->shutdown, ApiErrorKind::kUnavailable);
+}
+
+void ChildBackend::cut_in_flight(const std::string& message, ApiErrorKind kind) {
+  std::lock_guard<std::mutex> lock(aborter_->mu);
+  aborter_->cut_locked(message, kind);
+}
 
 std::string SseModelRewriter::feed(const std::string& bytes) {
   pending_ += bytes;
@@ -128,16 +191,20 @@ bool child_health_ok(int port) {
   return r && r->status == 200;
 }
 
-void ChildBackend::post(const httplib::Request& req, httplib::Response& res, std::shared_ptr<void> hold,
+void ChildBackend::post(const http::Request& req, http::Response& res, std::shared_ptr<void> hold,
                         const std::string& alias) {
   if (wants_stream(req.body)) {
     post_streamed(req, res, std::move(hold), alias);
     return;
   }
   auto client = make_client(port_);
+  WholeCall call{client.get()};
+  if (!aborter_->add(&call)) return set_error(res, ApiErrorKind::kUnavailable, "the server is shutting down");
   auto r = client->Post(upstream_target(req), req.body, req.get_header_value("Content-Type").empty()
                                                           ? "application/json"
                                                           : req.get_header_value("Content-Type"));
+  aborter_->remove(&call);
+  if (!call.cut.empty()) return set_error(res, call.kind, call.cut);
   if (!r) {
     set_error(res, ApiErrorKind::kBadGateway, "backend " + label_ + " failed: " + httplib::to_string(r.error()));
     return;
@@ -147,10 +214,16 @@ void ChildBackend::post(const httplib::Request& req, httplib::Response& res, std
   res.set_content(rewrite_model_in_json(r->body, alias), ct.empty() ? "application/json" : ct);
 }
 
-void ChildBackend::post_streamed(const httplib::Request& req, httplib::Response& res, std::shared_ptr<void> hold,
+void ChildBackend::post_streamed(const http::Request& req, http::Response& res, std::shared_ptr<void> hold,
                                  const std::string& alias) {
   auto st = std::make_shared<StreamState>();
   st->client = make_client(port_);
+  {
+    std::lock_guard<std::mutex> lock(aborter_->mu);
+    if (!aborter_->shutdown.empty()) return set_error(res, ApiErrorKind::kUnavailable, aborter_->shutdown);
+    std::erase_if(aborter_->streams, [](const auto& w) { return w.expired(); });
+    aborter_->streams.push_back(st);
+  }
   httplib::Request up;
   up.method = "POST";
   up.path = upstream_target(req);
@@ -160,7 +233,14 @@ void ChildBackend::post_streamed(const httplib::Request& req, httplib::Response&
   st->reader = std::thread(read_upstream, st, std::move(up));
 
   std::unique_lock<std::mutex> lock(st->mu);
-  st->cv.wait(lock, [&] { return st->headers_seen || st->finished; });
+  st->cv.wait(lock, [&] { return st->headers_seen || st->finished || !st->aborted.empty(); });
+  if (!st->aborted.empty() && !st->headers_seen) {  // cut before the child answered
+    const std::string message = st->aborted;
+    const ApiErrorKind kind = st->aborted_kind;
+    lock.unlock();
+    st->stop_and_join();
+    return set_error(res, kind, message);
+  }
   if (!st->headers_seen || st->status != 200) {
     // Failed before answering, or answered with an error: relay that whole, not as a stream.
     st->cv.wait(lock, [&] { return st->finished; });
@@ -184,22 +264,31 @@ void ChildBackend::post_streamed(const httplib::Request& req, httplib::Response&
   std::string label = label_;
   res.set_chunked_content_provider(
       "text/event-stream",
-      [st, rewriter, label](size_t, httplib::DataSink& sink) {
+      [st, rewriter, label](size_t, http::DataSink& sink) {
         std::unique_lock<std::mutex> lk(st->mu);
-        st->cv.wait(lk, [&] { return !st->chunks.empty() || st->finished; });
+        st->cv.wait(lk, [&] { return !st->chunks.empty() || st->finished || !st->aborted.empty(); });
         std::string bytes;
         while (!st->chunks.empty()) {
           bytes += st->chunks.front();
           st->chunks.pop_front();
         }
         const bool finished = st->finished, failed = st->failed;
-        const std::string error = st->error;
+        const std::string error = st->error, aborted = st->aborted;
+        const ApiErrorKind aborted_kind = st->aborted_kind;
         lk.unlock();
         std::string out = rewriter->feed(bytes);
+        if (!aborted.empty()) {  // cut: an error event and the end
+          st->cancelled = true;
+          out += "data: " + error_body({aborted_kind, aborted}).dump() + "\n\ndata: [DONE]\n\n";
+          if (!sink.write(out.data(), out.size())) return false;
+          sink.done();
+          return true;
+        }
         if (finished) {
           out += rewriter->finish();
           if (failed) {
-            out += "data: " + error_body({ApiErrorKind::kBadGateway, "backend " + label + " failed mid-stream: " + error}).dump() + "\n\n";
+            out += "data: " + error_body({ApiErrorKind::kBadGateway, "backend " + label + " failed mid-stream: " + error}).dump() +
+                   "\n\ndata: [DONE]\n\n";
           }
         }
         if (!out.empty() && !sink.write(out.data(), out.size())) {
@@ -212,7 +301,7 @@ void ChildBackend::post_streamed(const httplib::Request& req, httplib::Response&
       [st, hold](bool) { st->stop_and_join(); });
 }
 
-void ChildBackend::relay(const httplib::Request& req, httplib::Response& res) {
+void ChildBackend::relay(const http::Request& req, http::Response& res) {
   auto client = make_client(port_);
   httplib::Request up;
   up.method = req.method;

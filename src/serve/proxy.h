@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "api/openai_error.h"
 #include "serve/backend.h"
 
 namespace onebit {
@@ -30,8 +31,7 @@ std::string rewrite_model_in_json(const std::string& body, const std::string& al
 
 class ChildBackend : public FrontBackend {
  public:
-  ChildBackend(std::string label, std::string route, int port)
-      : label_(std::move(label)), route_(std::move(route)), port_(port) {}
+  ChildBackend(std::string label, std::string route, int port);
 
   std::string label() const override { return label_; }
   std::string route() const override { return route_; }
@@ -39,17 +39,23 @@ class ChildBackend : public FrontBackend {
   void set_ready(bool r) { ready_.store(r); }
   int port() const { return port_; }
 
-  void post(const httplib::Request& req, httplib::Response& res, std::shared_ptr<void> hold,
+  void post(const http::Request& req, http::Response& res, std::shared_ptr<void> hold,
             const std::string& alias) override;
-  void relay(const httplib::Request& req, httplib::Response& res) override;
+  void relay(const http::Request& req, http::Response& res) override;
+  void abort_all(const std::string& message) override;
+  // Ends every reply in progress with an error (`kind`, `message`): the child stopped answering.
+  void cut_in_flight(const std::string& message, ApiErrorKind kind);
+
+  struct Aborter;  // proxy.cpp
 
  private:
-  void post_streamed(const httplib::Request& req, httplib::Response& res, std::shared_ptr<void> hold,
+  void post_streamed(const http::Request& req, http::Response& res, std::shared_ptr<void> hold,
                      const std::string& alias);
   std::string label_;
   std::string route_;
   int port_;
   std::atomic<bool> ready_{false};
+  std::shared_ptr<Aborter> aborter_;
 };
 
 // Polls http://127.0.0.1:port/health once: true only for status 200.

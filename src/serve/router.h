@@ -36,9 +36,14 @@ class Router {
   };
 
   // Chooses and reserves in one step: the primary while it has fewer than `primary_limit` in
-  // flight (always, with a single backend), else the overflow backend with the fewest in flight.
-  // The Router must outlive every Ticket.
+  // flight (always, with a single backend), else the overflow backend with the fewest in flight;
+  // backends marked unavailable are passed over (an unavailable primary sends everything to the
+  // overflow). Null when none is available. The Router must outlive every Ticket.
   std::shared_ptr<Ticket> reserve();
+
+  // A backend that stopped answering (or is restarting) is unavailable until marked again.
+  void set_available(size_t idx, bool available);
+  bool any_available() const;
 
   std::vector<BackendCounts> counts() const;
 
@@ -46,6 +51,7 @@ class Router {
   void release(size_t idx);
   mutable std::mutex mu_;
   std::vector<BackendCounts> counts_;
+  std::vector<bool> available_;
   int64_t primary_limit_;
 };
 

@@ -25,6 +25,8 @@ const std::vector<OptionSpec>& serve_option_specs() {
       {"adaptive", 0, "", "two backends: a primary, and an overflow with 16 slots"},
       {"adaptive-at", 0, "N", "requests in flight on the primary before overflowing (default 8)"},
       {"api-key", 0, "KEY", "require 'Authorization: Bearer KEY'"},
+      {"child-timeout", 0, "S", "a llama-server child silent on /health this long gets no requests; its replies end with 504 (default 10)"},
+      {"shutdown-timeout", 0, "S", "on SIGTERM, seconds replies in progress may take before they are ended (default 5)"},
       {"threads", 't', "N", "engine threads (default: every core)"},
       {"batch-tokens", 0, "N", "tokens per engine step at most (default 512)"},
       {"kv-memory", 0, "SIZE", "K/V pool size, e.g. 2G or 512M (default: ctx-size x slots)"},
@@ -107,6 +109,10 @@ Result<ServeOptions> parse_serve_options(const ParsedArgs& args) {
   o.adaptive = args.has("adaptive");
   ONEBIT_ASSIGN_OR_RETURN(o.adaptive_at, args.get_int("adaptive-at", 8, 1, 256));
   if (args.has("adaptive-at") && !o.adaptive) return make_error("--adaptive-at N needs --adaptive");
+  ONEBIT_ASSIGN_OR_RETURN(o.shutdown_timeout_s, args.get_int("shutdown-timeout", 5, 0, 3600));
+  if (args.has("child-timeout")) {
+    ONEBIT_ASSIGN_OR_RETURN(o.child_timeout_s, args.get_int("child-timeout", 10, 1, 3600));
+  }
   o.api_key = args.get("api-key");
   if (args.has("api-key") && o.api_key.empty()) return make_error("--api-key must not be empty");
   ONEBIT_ASSIGN_OR_RETURN(o.threads, args.get_int("threads", 0, 0, 1024));

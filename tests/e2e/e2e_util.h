@@ -60,6 +60,16 @@ class Server {
     if (process_) process_->stop(std::chrono::seconds(5));
   }
   bool alive() { return process_ && !process_->poll_exit(); }
+  pid_t pid() const { return process_ ? process_->pid() : -1; }
+  // The exit status once the server has ended within `timeout`, else -1.
+  int wait_exit(std::chrono::milliseconds timeout) {
+    const auto end = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < end) {
+      if (auto st = process_->poll_exit()) return *st;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return -1;
+  }
   int port() const { return port_; }
   std::string base_url() const { return "http://127.0.0.1:" + std::to_string(port_); }
 

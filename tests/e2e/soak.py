@@ -14,30 +14,16 @@ memory flat after warm-up. Standard library only. Exit 0 when everything held, e
 import argparse
 import http.client
 import json
-import os
 import random
-import socket
 import subprocess
 import sys
 import threading
 import time
 
+from serve_util import free_port, rss_kib
+
 WORDS = ("the cat sat on a warm mat while rain fell over the quiet town and a small boy read "
          "his book about ships stars dragons and the long road home").split()
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def rss_kib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return -1
 
 
 class Client:

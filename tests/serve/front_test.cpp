@@ -81,6 +81,19 @@ class FrontTest : public ::testing::Test {
     return c;
   }
 
+  // The pid of the child last started with `--device DEVICE` (children record themselves in any
+  // order), or -1.
+  int pid_of(const std::string& device) {
+    int pid = -1;
+    for (const json& r : records()) {
+      const auto& argv = r["argv"];
+      for (size_t i = 0; i + 1 < argv.size(); ++i) {
+        if (argv[i] == "--device" && argv[i + 1] == device) pid = r["pid"];
+      }
+    }
+    return pid;
+  }
+
   std::vector<json> records() {
     std::vector<json> out;
     std::ifstream f(record_);
@@ -318,6 +331,140 @@ TEST_F(FrontTest, FrontExitsNonZeroWhenAChildDies) {
   int child_pid = records()[0]["pid"];
   ::kill(child_pid, SIGKILL);
   EXPECT_EQ(wait_exit(std::chrono::seconds(10)), 1);
+}
+
+TEST_F(FrontTest, StoppedChildGets504AndHealthFollowsIt) {
+  start_front({"-m", write_model("llama"), "--device", "vulkan", "--llama-server", fake_, "--child-timeout", "2"},
+              {{"FAKE_DELAY_MS", "30000"}});
+  const int child_pid = records()[0]["pid"];
+  auto reply = std::async(std::launch::async, [&] {
+    auto c = client();
+    c.set_read_timeout(60, 0);
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = c.Post("/v1/chat/completions", R"({})", "application/json");
+    return std::make_pair(r ? r->status : 0, std::chrono::steady_clock::now() - t0);
+  });
+  auto stream = std::async(std::launch::async, [&] {
+    auto c = client();
+    c.set_read_timeout(60, 0);
+    auto r = c.Post("/v1/chat/completions", R"({"stream":true})", "application/json");
+    return r ? std::to_string(r->status) + " " + r->body : std::string("none");
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  ASSERT_EQ(::kill(child_pid, SIGSTOP), 0);
+  // Detected within the timeout plus a probe's wait: the reply in progress is a 504, /health a 503.
+  const auto [status, took] = reply.get();
+  EXPECT_EQ(status, 504);
+  EXPECT_LT(took, std::chrono::seconds(8));
+  const std::string streamed = stream.get();
+  EXPECT_NE(streamed.find("504"), std::string::npos) << streamed;
+  EXPECT_NE(streamed.find("has not answered"), std::string::npos) << streamed;
+  EXPECT_TRUE(wait_health(503, std::chrono::seconds(2)));
+  auto refused = client().Post("/v1/chat/completions", R"({})", "application/json");
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 503);
+  // Resumed: it answers /health again and gets requests again.
+  ::kill(child_pid, SIGCONT);
+  EXPECT_TRUE(wait_health(200, std::chrono::seconds(10)));
+  EXPECT_FALSE(front_->poll_exit());
+}
+
+TEST_F(FrontTest, KilledOverflowChildIsRestartedWhileThePrimaryServes) {
+  start_front({"-m", write_model("llama"), "--device", "vulkan", "--adaptive", "--adaptive-at", "1"},
+              {{"ONEBIT_LLAMA_SERVER", fake_}, {"ONEBIT_LEAN_SERVER", fake_}, {"FAKE_DELAY_MS", "1000"}});
+  auto rec = records();
+  ASSERT_EQ(rec.size(), 2u);
+  const int overflow_pid = pid_of("ROCm0");
+  ASSERT_GT(overflow_pid, 0);
+  ASSERT_EQ(::kill(overflow_pid, SIGKILL), 0);
+  // The primary keeps serving while the overflow restarts.
+  for (int i = 0; i < 5; ++i) {
+    auto r = client().Post("/v1/chat/completions", R"({})", "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200);
+    EXPECT_EQ(json::parse(r->body)["backend"], "Vulkan0");
+    auto h = client().Get("/health");
+    ASSERT_TRUE(h);
+    EXPECT_EQ(h->status, 200);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+  while (records().size() < 3 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_EQ(records().size(), 3u);
+  EXPECT_NE(pid_of("ROCm0"), overflow_pid);
+  // Serving again: with the primary busy, a second request reaches the restarted overflow.
+  bool reached = false;
+  for (int attempt = 0; attempt < 20 && !reached; ++attempt) {
+    auto a = std::async(std::launch::async, [&] { return client().Post("/v1/chat/completions", R"({})", "application/json"); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    auto b = client().Post("/v1/chat/completions", R"({})", "application/json");
+    auto ra = a.get();
+    reached = b && b->status == 200 && json::parse(b->body)["backend"] == "ROCm0";
+    if (!reached) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  }
+  EXPECT_TRUE(reached);
+  EXPECT_FALSE(front_->poll_exit());
+}
+
+TEST_F(FrontTest, KilledPrimaryEndsTheFrontWithoutOrphans) {
+  start_front({"-m", write_model("llama"), "--device", "vulkan", "--adaptive"},
+              {{"ONEBIT_LLAMA_SERVER", fake_}, {"ONEBIT_LEAN_SERVER", fake_}});
+  auto rec = records();
+  ASSERT_EQ(rec.size(), 2u);
+  const int primary = pid_of("Vulkan0"), overflow = pid_of("ROCm0");
+  ASSERT_GT(primary, 0);
+  ASSERT_GT(overflow, 0);
+  ::kill(primary, SIGKILL);
+  EXPECT_EQ(wait_exit(std::chrono::seconds(15)), 1);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (process_alive(overflow) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_FALSE(process_alive(overflow));
+}
+
+TEST_F(FrontTest, SigtermUnderAChildRouteEndsRepliesWithinTheTimeoutOrWithAnError) {
+  for (const bool in_time : {true, false}) {
+    SCOPED_TRACE(in_time ? "replies finish in time" : "replies outlast the timeout");
+    start_front({"-m", write_model("llama"), "--device", "vulkan", "--llama-server", fake_, "--shutdown-timeout",
+                 in_time ? "20" : "1"},
+                {{"FAKE_DELAY_MS", in_time ? "1500" : "60000"}});
+    const int child_pid = records().back()["pid"];
+    std::vector<std::future<std::pair<int, std::string>>> replies;
+    for (int i = 0; i < 4; ++i) {
+      replies.push_back(std::async(std::launch::async, [&, i] {
+        auto c = client();
+        c.set_read_timeout(90, 0);
+        auto r = c.Post("/v1/chat/completions", i % 2 == 0 ? R"({"stream":true})" : R"({})", "application/json");
+        return r ? std::make_pair(r->status, r->body) : std::make_pair(0, std::string());
+      }));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    ::kill(front_->pid(), SIGTERM);
+    for (int i = 0; i < 4; ++i) {
+      auto [status, body] = replies[i].get();
+      const bool stream = i % 2 == 0;
+      if (in_time) {
+        EXPECT_EQ(status, 200) << body;
+        if (stream) {
+          EXPECT_NE(body.find("data: [DONE]"), std::string::npos) << body;
+          EXPECT_EQ(body.find("\"error\""), std::string::npos) << body;
+        }
+      } else if (stream) {
+        EXPECT_EQ(status, 200);
+        EXPECT_NE(body.find("\"code\":503"), std::string::npos) << body;
+        EXPECT_NE(body.find("shutting down"), std::string::npos) << body;
+        EXPECT_EQ(body.substr(body.size() - 14), "data: [DONE]\n\n") << body;
+      } else {
+        EXPECT_EQ(status, 503) << body;
+        EXPECT_NE(body.find("shutting down"), std::string::npos) << body;
+      }
+    }
+    EXPECT_EQ(wait_exit(std::chrono::seconds(30)), 0);
+    EXPECT_FALSE(process_alive(child_pid));
+    front_.reset();
+  }
 }
 
 TEST_F(FrontTest, SigkillOfTheFrontLeavesNoChild) {

@@ -46,5 +46,24 @@ TEST(Router, BurstFromManyThreadsRespectsTheLimit) {
   EXPECT_EQ(counts[0].in_flight + counts[1].in_flight, 0);
 }
 
+TEST(Router, UnavailableBackendsArePassedOver) {
+  Router r(3, 1);
+  r.set_available(0, false);  // the primary hung: everything overflows
+  auto a = r.reserve(), b = r.reserve();
+  EXPECT_EQ(a->backend_idx(), 1u);
+  EXPECT_EQ(b->backend_idx(), 2u);
+  r.set_available(1, false);
+  r.set_available(2, false);
+  EXPECT_EQ(r.reserve(), nullptr);  // none answers
+  EXPECT_FALSE(r.any_available());
+  r.set_available(0, true);
+  auto c = r.reserve(), d = r.reserve();  // over the primary's limit, but no overflow answers
+  EXPECT_EQ(c->backend_idx(), 0u);
+  EXPECT_EQ(d->backend_idx(), 0u);
+  r.set_available(2, true);
+  EXPECT_EQ(r.reserve()->backend_idx(), 2u);
+  EXPECT_TRUE(r.any_available());
+}
+
 }  // namespace
 }  // namespace onebit
