@@ -86,6 +86,7 @@ struct Server::Conn {
   // dropping what the client still sends so that closing does not reset the reply away.
   enum class State { kReading, kServing, kClosing, kLingering } state = State::kReading;
   int64_t linger_until_ms = 0;
+  int n_requests = 0;
   int64_t request_start_ms = -1;  // the current request's first byte
   int64_t last_read_ms = 0;
   bool read_eof = false;
@@ -298,26 +299,28 @@ void Server::run() {
   while (!stopping_.load()) {
     const int n = epoll_wait(epoll_fd_, events.data(), int(events.size()), kTickMs);
     for (int i = 0; i < n && !stopping_.load(); ++i) {
-      const epoll_event& ev = events[size_t(i)];
-      if (ev.data.u64 == kListenId) {
+      // epoll_event is packed: its fields are copied, never bound by reference.
+      const uint64_t id = events[size_t(i)].data.u64;
+      const uint32_t ready = events[size_t(i)].events;
+      if (id == kListenId) {
         accept_all();
         continue;
       }
-      if (ev.data.u64 == kWakeId) {
+      if (id == kWakeId) {
         uint64_t count = 0;
         [[maybe_unused]] ssize_t r = ::read(wake_fd_, &count, sizeof count);
         drain_wakes();
         continue;
       }
-      auto it = conns_.find(ev.data.u64);
+      auto it = conns_.find(id);
       if (it == conns_.end()) continue;
       std::shared_ptr<Conn> c = it->second;
-      if (ev.events & (EPOLLERR | EPOLLHUP)) {  // reset, or both directions closed
+      if (ready & (EPOLLERR | EPOLLHUP)) {  // reset, or both directions closed
         close_conn(c);
         continue;
       }
-      if (ev.events & (EPOLLIN | EPOLLRDHUP)) on_readable(c);
-      if (c->fd >= 0 && (ev.events & EPOLLOUT)) flush(c);
+      if (ready & (EPOLLIN | EPOLLRDHUP)) on_readable(c);
+      if (c->fd >= 0 && (ready & EPOLLOUT)) flush(c);
     }
     if (now_ms() >= next_tick) {
       sweep_timeouts();
@@ -330,13 +333,14 @@ void Server::run() {
   while (now_ms() < flush_until && any_unsent()) {
     const int n = epoll_wait(epoll_fd_, events.data(), int(events.size()), 20);
     for (int i = 0; i < n; ++i) {
-      const epoll_event& ev = events[size_t(i)];
-      if (ev.data.u64 == kWakeId) {
+      const uint64_t id = events[size_t(i)].data.u64;
+      const uint32_t ready = events[size_t(i)].events;
+      if (id == kWakeId) {
         uint64_t count = 0;
         [[maybe_unused]] ssize_t r = ::read(wake_fd_, &count, sizeof count);
         drain_wakes();
-      } else if (ev.data.u64 != kListenId && (ev.events & EPOLLOUT)) {
-        if (auto it = conns_.find(ev.data.u64); it != conns_.end()) flush(it->second);
+      } else if (id != kListenId && (ready & EPOLLOUT)) {
+        if (auto it = conns_.find(id); it != conns_.end()) flush(it->second);
       }
     }
   }
@@ -490,7 +494,7 @@ void Server::advance(const std::shared_ptr<Conn>& c) {
 
 void Server::dispatch(const std::shared_ptr<Conn>& c, Request req) {
   c->state = Conn::State::kServing;
-  const bool keep_alive = wants_keep_alive(req);
+  const bool keep_alive = wants_keep_alive(req) && ++c->n_requests < options_.max_requests_per_connection;
   n_in_flight_.fetch_add(1);
   auto shared_req = std::make_shared<Request>(std::move(req));
   const bool queued = workers_->submit([this, c, shared_req, keep_alive]() mutable {

@@ -31,6 +31,7 @@ struct ServerOptions {
   int idle_timeout_ms = 120000;     // a keep-alive connection with no request for this long: closed
   int write_timeout_ms = 120000;    // a client that reads nothing of its reply for this long: closed
   size_t max_connections = 16384;   // open at once (more are answered 503 and closed)
+  int max_requests_per_connection = 10000;  // then the reply says Connection: close (as nginx)
   size_t max_workers = 1024;        // handlers running at once (threads, made as needed)
   size_t max_pending = 4096;        // complete requests waiting for a worker (more get 503)
   size_t max_unsent_bytes = 1 << 20;  // a stream's writer waits while more than this is unsent

@@ -7,7 +7,9 @@
   and ends with [DONE];
 - bursts: R rounds of C clients connecting at the same moment; no connection is reset;
 - pipelining: requests written in one go are all answered, in order, each as it is alone;
-- framing: malformed and oversized requests answered at once with their status, then closed.
+- framing: malformed and oversized requests answered at once with their status, then closed;
+- storm: rounds of concurrent 12-16 MB bodies (400,000 empty messages; a 15 MB prompt); each is
+  refused, and the server's resident memory ends within 10% of where it was after one round.
 
 Afterwards the server must be healthy and running. Standard library only; exit 0 when everything
 held, else 1.
@@ -23,7 +25,7 @@ import sys
 import threading
 import time
 
-from serve_util import Serve
+from serve_util import Serve, rss_kib
 
 failures = []
 
@@ -273,6 +275,55 @@ def framing(port):
     print(f"hostile: framing: {len(FRAMING)} malformed requests answered, slowest {worst * 1000:.0f} ms")
 
 
+def storm(port, pid, rounds, concurrent):
+    if rounds <= 0:
+        return
+    messages = json.dumps({"messages": [{"role": "user", "content": ""}] * 400000, "max_tokens": 1})
+    prompt = json.dumps({"prompt": "word " * 3000000, "max_tokens": 1})
+    statuses = {}
+
+    def one(body):
+        status, _, _ = raw_post(port, body)
+        statuses[status] = statuses.get(status, 0) + 1
+
+    def round_():
+        threads = [threading.Thread(target=one, args=(messages if i % 2 == 0 else prompt,)) for i in range(concurrent)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
+    round_()  # warm-up: the allocator's first growth is not a leak
+    time.sleep(0.5)
+    start = rss_kib(pid)
+    peak = start
+    for _ in range(rounds):
+        round_()
+        peak = max(peak, rss_kib(pid))
+    time.sleep(0.5)
+    end = rss_kib(pid)
+    bad = {k: v for k, v in statuses.items() if k not in (400, 413)}
+    if bad:
+        fail("storm", f"oversized requests got {bad} (want 400 or 413)")
+    if end > start * 1.10:
+        fail("storm", f"resident memory grew from {start} KiB to {end} KiB after {rounds} rounds")
+    print(f"hostile: storm: {rounds} rounds of {concurrent} oversized bodies ({statuses}); resident "
+          f"{start} KiB -> peak {peak} -> {end} KiB")
+
+
+def raw_post(port, body):
+    path = "/v1/chat/completions" if body.startswith('{"messages"') else "/v1/completions"
+    try:
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
+        c.request("POST", path, body=body, headers={"Content-Type": "application/json"})
+        r = c.getresponse()
+        data = r.read()
+        c.close()
+        return r.status, 0.0, data
+    except OSError as e:
+        return 0, 0.0, str(e).encode()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--binary", default="build/bin/1bit")
@@ -283,6 +334,8 @@ def main():
     ap.add_argument("--stream-tokens", type=int, default=8)
     ap.add_argument("--burst-rounds", type=int, default=200)
     ap.add_argument("--burst-clients", type=int, default=64)
+    ap.add_argument("--storm-rounds", type=int, default=4)
+    ap.add_argument("--storm-concurrent", type=int, default=4)
     ap.add_argument("--seconds", type=float, default=5.0, help="how long normal requests run beside each attack")
     ap.add_argument("--serve-args", default="--device cpu --parallel 64 --threads 2")
     a = ap.parse_args()
@@ -296,6 +349,7 @@ def main():
         idle(s.port, a.idle, a.seconds)
         streams(s.port, a.streams, a.stream_tokens)
         bursts(s.port, a.burst_rounds, a.burst_clients)
+        storm(s.port, s.proc.pid, a.storm_rounds, a.storm_concurrent)
         status, _, _ = timed(s.port, "GET", "/health")
         if status != 200:
             fail("after", f"/health is {status}")

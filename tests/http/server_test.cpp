@@ -134,6 +134,19 @@ TEST(Server, KeepAliveAndPipelinedRequestsAnsweredInOrder) {
   EXPECT_NE(all.find("Connection: close"), std::string::npos);
 }
 
+TEST(Server, ConnectionClosesAfterItsRequestLimit) {
+  ServerOptions o;
+  o.max_requests_per_connection = 3;
+  Running s(o, echo);
+  Client c(s.port());
+  c.send_all("GET /1 HTTP/1.1\r\nHost: h\r\n\r\nGET /2 HTTP/1.1\r\nHost: h\r\n\r\nGET /3 HTTP/1.1\r\nHost: h\r\n\r\n"
+             "GET /4 HTTP/1.1\r\nHost: h\r\n\r\n");
+  EXPECT_TRUE(c.closed_by_peer());
+  EXPECT_EQ(count_of(c.buffer(), "HTTP/1.1 200 OK"), 3) << c.buffer();
+  EXPECT_EQ(count_of(c.buffer(), "Connection: close"), 1);
+  EXPECT_EQ(c.buffer().find("GET /4"), std::string::npos);
+}
+
 TEST(Server, MalformedFramingIsAnsweredAtOnceAndClosed) {
   Running s({}, echo);
   const std::vector<std::pair<std::string, std::string>> cases = {
