@@ -91,7 +91,8 @@ struct EngineOptions {
   bool fair_prefill = true;               // while streams decode, prompt work gets about as much
                                           // time as decoding (plus a credit for bursts), so decode
                                           // keeps at least about half its speed
-  size_t max_queue = 256;                 // sequences waiting for a slot beyond this are refused
+  size_t max_queue = 1024;                // sequences waiting for a slot beyond this are refused (503);
+                                          // as many as the HTTP server runs handlers at once
   std::function<bool(TokenId)> is_end;    // end-of-generation tokens
 };
 
