@@ -20,47 +20,13 @@ import resource
 import shlex
 import socket
 import statistics
-import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "e2e"))
-from serve_util import Serve, free_port, rss_kib  # noqa: E402
-
-
-class Command:
-    """A server started from a command line with {port}; waits for /health."""
-
-    def __init__(self, cmd, timeout=300):
-        self.port = free_port()
-        self.cmd = shlex.split(cmd.replace("{port}", str(self.port)))
-        self.timeout, self.proc = timeout, None
-
-    def __enter__(self):
-        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.time() + self.timeout
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"the server exited ({self.proc.returncode}): {' '.join(self.cmd)}")
-            try:
-                c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
-                c.request("GET", "/health")
-                if c.getresponse().status == 200:
-                    return self
-            except OSError:
-                pass
-            time.sleep(0.2)
-        raise RuntimeError("the server was not healthy in time")
-
-    def __exit__(self, *exc):
-        self.proc.terminate()
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-        return False
+from serve_util import Serve, rss_kib  # noqa: E402
 
 
 def load(port, clients, seconds, tokens):
@@ -134,7 +100,7 @@ def main():
     a = ap.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    server = Command(a.server_cmd) if a.server_cmd else Serve(a.binary, a.model, a.serve_args.split())
+    server = Serve(cmd=shlex.split(a.server_cmd)) if a.server_cmd else Serve(a.binary, a.model, a.serve_args.split())
     with server as s:
         print("| clients | requests/s | p50 ms | p99 ms | failed |\n|---|---|---|---|---|")
         for n in (int(x) for x in a.clients.split(",")):

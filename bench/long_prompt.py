@@ -17,14 +17,13 @@ import argparse
 import http.client
 import json
 import statistics
-import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "e2e"))
-from serve_util import free_port  # noqa: E402
+from serve_util import Serve  # noqa: E402
 
 WORDS = ("the cat sat on a warm mat while rain fell over the quiet town and a small boy read "
          "his book about ships stars dragons and the long road home").split()
@@ -100,39 +99,20 @@ def main():
     ap.add_argument("--window", type=float, default=4.0, help="seconds of the quiet decode window")
     ap.add_argument("--serve-args", default="", help="extra '1bit serve' options")
     a = ap.parse_args()
-    port = free_port()
-    cmd = [a.binary, "serve", "-m", a.model, "--port", str(port), "--device", "cpu", "-c", "4096",
-           "--parallel", str(a.streams + 1), "--threads", str(a.threads)] + a.serve_args.split()
-
-    def start():
-        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        for _ in range(1200):
-            try:
-                c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-                c.request("GET", "/health")
-                if c.getresponse().status == 200:
-                    return p
-            except OSError:
-                pass
-            time.sleep(0.1)
-        raise RuntimeError("the server did not become healthy")
-
-    server = start()
-    try:
-        # A prompt of about --prompt-tokens tokens (words are mostly one token each).
-        words = [WORDS[(i * 7) % len(WORDS)] for i in range(a.prompt_tokens)]
-        long_body = {"prompt": " ".join(words), "temperature": 0, "cache_prompt": False}
-        n_long = post(port, dict(long_body, max_tokens=1))["usage"]["prompt_tokens"]
-        results = []
-        for r in range(a.rounds):
-            if r > 0:  # a fresh server each round: the last round's streams end with it
-                server.terminate()
-                server.wait(30)
-                server = start()
+    args = ["--device", "cpu", "-c", "4096", "--parallel", str(a.streams + 1), "--threads", str(a.threads)]
+    args += a.serve_args.split()
+    # A prompt of about --prompt-tokens tokens (words are mostly one token each).
+    words = [WORDS[(i * 7) % len(WORDS)] for i in range(a.prompt_tokens)]
+    long_body = {"prompt": " ".join(words), "temperature": 0, "cache_prompt": False}
+    results = []
+    for r in range(a.rounds):
+        with Serve(a.binary, a.model, args) as s:  # a fresh server each round
+            port = s.port
+            n_long = post(port, dict(long_body, max_tokens=1))["usage"]["prompt_tokens"]
             idle, _ = ttft(port, long_body)
             streams = [Streamer(port, f"Story {i}: once upon a time", 2000) for i in range(a.streams)]
-            for s in streams:
-                s.start()
+            for st in streams:
+                st.start()
             time.sleep(2.0)  # every stream decoding
             t0 = time.time()
             time.sleep(a.window)
@@ -146,15 +126,12 @@ def main():
                   f"{n_long}-token prompt is prefilled ({prefill_rate / quiet_rate:.2f}); its TTFT idle {idle:.2f} s, "
                   f"busy {busy:.2f} s ({busy / idle:.2f}x); the same prefix again, busy: {cached} tokens cached, "
                   f"TTFT {hit:.3f} s ({100 * hit / idle:.1f}% of idle cold)", flush=True)
-        ratios = [p / q for q, p, _, _, _ in results]
-        slow = [b / i for _, _, i, b, _ in results]
-        hits = [h / i for _, _, i, _, h in results]
-        print(f"decode speed kept while prefilling: best {max(ratios):.2f}, median {statistics.median(ratios):.2f}; "
-              f"TTFT busy / idle: best {min(slow):.2f}x, median {statistics.median(slow):.2f}x; "
-              f"cached TTFT / cold: best {100 * min(hits):.1f}%, median {100 * statistics.median(hits):.1f}%")
-    finally:
-        server.terminate()
-        server.wait(30)
+    ratios = [p / q for q, p, _, _, _ in results]
+    slow = [b / i for _, _, i, b, _ in results]
+    hits = [h / i for _, _, i, _, h in results]
+    print(f"decode speed kept while prefilling: best {max(ratios):.2f}, median {statistics.median(ratios):.2f}; "
+          f"TTFT busy / idle: best {min(slow):.2f}x, median {statistics.median(slow):.2f}x; "
+          f"cached TTFT / cold: best {100 * min(hits):.1f}%, median {100 * statistics.median(hits):.1f}%")
     return 0
 
 

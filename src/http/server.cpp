@@ -524,6 +524,11 @@ void Server::serve(const std::shared_ptr<Conn>& c, const Request& req, bool keep
     res.status = 500;
     const auto [type, body] = render_error_(500, std::string("internal error: ") + e.what());
     res.set_content(body, type);
+  } catch (...) {
+    res = Response{};
+    res.status = 500;
+    const auto [type, body] = render_error_(500, "internal error");
+    res.set_content(body, type);
   }
   const bool head_only = req.method == "HEAD";
   auto enqueue = [&](const std::string& bytes, bool done, bool close) {

@@ -21,13 +21,17 @@ def rss_kib(pid):
 
 
 class Serve:
-    """`with Serve(binary, model, args) as s:` starts `1bit serve -m MODEL --port P ARGS`, waits for
-    /health to say 200 (raising with the reason if the server exits or `timeout` passes) and stops
-    it (SIGTERM, then SIGKILL) on leaving. `s.port`, `s.proc`."""
+    """`with Serve(binary, model, args) as s:` starts `1bit serve -m MODEL --port P ARGS` (or, with
+    `cmd`, any server's command line with {port} in it), waits for /health to say 200 (raising with
+    the reason if the server exits or `timeout` passes) and stops it (SIGTERM, then SIGKILL) on
+    leaving. `s.port`, `s.proc`."""
 
-    def __init__(self, binary, model, args=(), timeout=300, quiet=True):
+    def __init__(self, binary=None, model=None, args=(), timeout=300, quiet=True, cmd=None):
         self.port = free_port()
-        self.cmd = [binary, "serve", "-m", model, "--port", str(self.port)] + list(args)
+        if cmd is not None:
+            self.cmd = [part.replace("{port}", str(self.port)) for part in cmd]
+        else:
+            self.cmd = [binary, "serve", "-m", model, "--port", str(self.port)] + list(args)
         self.timeout, self.quiet, self.proc = timeout, quiet, None
 
     def __enter__(self):
