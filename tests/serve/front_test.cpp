@@ -432,19 +432,20 @@ TEST_F(FrontTest, SigtermUnderAChildRouteEndsRepliesWithinTheTimeoutOrWithAnErro
                 {{"FAKE_DELAY_MS", in_time ? "1500" : "60000"}});
     const int child_pid = records().back()["pid"];
     std::vector<std::future<std::pair<int, std::string>>> replies;
-    for (int i = 0; i < 4; ++i) {
+    // 8 streams and 4 whole replies.
+    for (int i = 0; i < 12; ++i) {
       replies.push_back(std::async(std::launch::async, [&, i] {
         auto c = client();
         c.set_read_timeout(90, 0);
-        auto r = c.Post("/v1/chat/completions", i % 2 == 0 ? R"({"stream":true})" : R"({})", "application/json");
+        auto r = c.Post("/v1/chat/completions", i < 8 ? R"({"stream":true})" : R"({})", "application/json");
         return r ? std::make_pair(r->status, r->body) : std::make_pair(0, std::string());
       }));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
     ::kill(front_->pid(), SIGTERM);
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < 12; ++i) {
       auto [status, body] = replies[i].get();
-      const bool stream = i % 2 == 0;
+      const bool stream = i < 8;
       if (in_time) {
         EXPECT_EQ(status, 200) << body;
         if (stream) {
