@@ -3,7 +3,7 @@
 JOBS ?= $(shell nproc)
 BUILD ?= build
 MODEL ?= models/onebit-20m-q8_0.gguf
-FUZZ_SECONDS ?= 60
+FUZZ_SECONDS ?= 45
 
 .PHONY: all setup build serve test test-unit test-sanitize test-fuzz format clean
 
