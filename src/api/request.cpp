@@ -1,6 +1,8 @@
 // Parsing and validation of completion request bodies.
 #include "api/request.h"
 
+#include "api/fields.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -56,7 +58,8 @@ ApiError wrong_type(const std::string& name, const char* expected, const ordered
   return invalid_request("'" + name + "' must be " + expected + ", got " + type_name(v));
 }
 
-// Message content as text: a string, or the text parts of an array of content parts.
+// Message content as text: a string, or the text parts of an array of content parts joined with
+// "\n" (as llama.cpp and vLLM join them).
 ApiResult<ordered_json> content_text(const ordered_json& content, size_t idx) {
   const std::string name = "messages[" + std::to_string(idx) + "].content";
   if (content.is_null() || content.is_string()) return ordered_json(content);
@@ -72,6 +75,7 @@ ApiResult<ordered_json> content_text(const ordered_json& content, size_t idx) {
     }
     auto t = part.find("text");
     if (t == part.end() || !t->is_string()) return invalid_request("'" + pname + ".text' must be a string");
+    if (i > 0) text += '\n';
     text += t->get<std::string>();
   }
   return ordered_json(text);
@@ -155,9 +159,7 @@ ApiResult<bool> parse_limits(const ordered_json& body, CompletionRequest& r) {
   if (!n.ok()) return n.error;
   if (*n.value && **n.value == 0) return invalid_request("'n_predict' is 0; allowed -1 (no limit) or 1 to " + std::to_string(kMaxTokens));
   if (*n.value && **n.value > 0 && !r.max_tokens) r.max_tokens = **n.value;
-  auto count = read_int(body, "n", 1, 1);
-  if (!count.ok()) return invalid_request("'n' must be 1 (one choice per request)");
-  return true;
+  return true;  // `n` is checked by the field table (only 1)
 }
 
 ApiResult<bool> parse_sampling(const ordered_json& body, CompletionRequest& r) {
@@ -301,6 +303,7 @@ ApiResult<CompletionRequest> parse_completion_request(const std::string& body, E
   auto json = parse_json_object(body, max_values);
   if (!json.ok()) return json.error;
   const ordered_json& j = *json.value;
+  if (auto fields = check_request_fields(j, endpoint); !fields.ok()) return fields.error;
   CompletionRequest r;
   r.endpoint = endpoint;
   for (auto step : {parse_limits, parse_sampling, parse_stop, parse_options}) {

@@ -1,6 +1,6 @@
 // Request bodies of the OpenAI-compatible API parsed into plain structs, every field checked:
 // a wrong type or an out-of-range value is a 400 naming the field, the value and the allowed
-// range; unknown fields are ignored; null counts as absent. No tokens, no engine, no HTTP.
+// range; a field we do not implement is refused by name (fields.h); null counts as absent. No tokens, no engine, no HTTP.
 // Fields: product.md ("HTTP API"), docs/api.md.
 #pragma once
 

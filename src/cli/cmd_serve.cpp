@@ -5,6 +5,8 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "cli/command.h"
@@ -15,6 +17,7 @@
 #include "serve/native_backend.h"
 #include "serve/plan.h"
 #include "serve/supervisor.h"
+#include "template/builtin_templates.h"
 
 namespace onebit::cli {
 namespace {
@@ -59,13 +62,27 @@ int run_native_plan(const Plan& plan, const ServeOptions& options) {
   no.batch_tokens = static_cast<int32_t>(ep.batch_tokens);
   no.kv_memory = ep.kv_memory;
   no.cache_type = ep.cache_type;
+  if (plan.chat_template.rfind("builtin:", 0) == 0) {
+    no.chat_template = *builtin_chat_template(plan.chat_template.substr(8));
+  } else if (plan.chat_template.rfind("file:", 0) == 0) {
+    const std::string path = plan.chat_template.substr(5);
+    std::ifstream f(path, std::ios::binary);
+    std::stringstream text;
+    text << f.rdbuf();
+    if (!f || text.str().empty()) {
+      std::fprintf(stderr, "1bit serve: --chat-template-file '%s': cannot read it, or it is empty\n", path.c_str());
+      return 1;
+    }
+    no.chat_template = text.str();
+  }
   if (const char* wait = std::getenv("ONEBIT_WHOLE_REPLY_WAIT_MS")) no.whole_reply_wait_ms = std::max(0, std::atoi(wait));
   auto native = std::make_shared<NativeEngine>(no);
   std::vector<std::unique_ptr<FrontBackend>> backends;
   for (size_t pool = 0; pool < plan.backends.size(); ++pool) backends.push_back(std::make_unique<NativeBackend>(native, pool));
-  Front front(FrontOptions{plan.host, static_cast<int>(plan.port), plan.alias, options.api_key,
-                           16 * 1024 * 1024, options.adaptive_at},
-              std::move(backends));
+  FrontOptions fo{plan.host, static_cast<int>(plan.port), plan.alias, options.api_key, 16 * 1024 * 1024,
+                  options.adaptive_at};
+  fo.cors_origins = plan.cors_origins;
+  Front front(std::move(fo), std::move(backends));
   if (auto st = front.bind(); !st.ok()) {
     std::fprintf(stderr, "1bit serve: %s\n", st.message().c_str());
     return 1;

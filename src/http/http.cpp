@@ -67,7 +67,9 @@ std::string serialize_head(const Response& res, int64_t content_length, bool clo
     };
     out += clean(name) + ": " + clean(value) + "\r\n";
   }
-  if (content_length >= 0) {
+  if (res.status == 204 || res.status == 304) {
+    // No body, and no Content-Length (RFC 9110 8.6).
+  } else if (content_length >= 0) {
     out += "Content-Length: " + std::to_string(content_length) + "\r\n";
   } else if (content_length == -1) {
     out += "Transfer-Encoding: chunked\r\n";

@@ -548,7 +548,7 @@ void Server::serve(const std::shared_ptr<Conn>& c, const Request& req, bool keep
   if (!res.provider || head_only) {
     const bool close = !keep_alive || draining_.load();
     std::string bytes = serialize_head(res, int64_t(res.body.size()), close);
-    if (!head_only) bytes += res.body;
+    if (!head_only && res.status != 204 && res.status != 304) bytes += res.body;
     if (res.releaser) res.releaser(false);
     return enqueue(bytes, true, close);
   }

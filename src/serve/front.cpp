@@ -123,12 +123,30 @@ std::string Front::metrics_text() const {
   return out.str();
 }
 
+std::string Front::allowed_origin(const std::string& origin) const {
+  if (options_.cors_origins.empty()) return "*";
+  for (const std::string& o : options_.cors_origins) {
+    if (o == origin) return origin;
+  }
+  return "";
+}
+
 void Front::handle(const http::Request& req, http::Response& res) {
+  route(req, res);
+  // CORS: a page of an allowed origin may read every reply, errors included.
+  const std::string& origin = req.get_header_value("Origin");
+  if (origin.empty()) return;
+  if (const std::string allow = allowed_origin(origin); !allow.empty()) res.set_header("Access-Control-Allow-Origin", allow);
+  if (!options_.cors_origins.empty()) res.set_header("Vary", "Origin");
+}
+
+void Front::route(const http::Request& req, http::Response& res) {
   // A loopback bind answers only loopback names: a web page cannot rebind DNS onto us.
   if (is_loopback_host(options_.host) && !is_loopback_host(host_name(req.get_header_value("Host")))) {
     return set_error(res, ApiErrorKind::kPermission,
                      "Host '" + req.get_header_value("Host") + "' is not a loopback name; this server listens on " + options_.host);
   }
+  if (req.method == "OPTIONS") return preflight(req, res);
   const bool open_route = req.path == "/health" || req.path == "/v1/health";
   if (!options_.api_key.empty() && !open_route &&
       !constant_time_equal(req.get_header_value("Authorization"), "Bearer " + options_.api_key)) {
@@ -145,6 +163,29 @@ void Front::handle(const http::Request& req, http::Response& res) {
   set_error(res, ApiErrorKind::kInvalidRequest, req.method + " is not allowed on " + req.path + "; use " + allowed);
   res.status = 405;
   res.set_header("Allow", allowed);
+}
+
+// An OPTIONS request (a browser's CORS preflight): needs no key, as browsers send none; says what
+// the route accepts.
+void Front::preflight(const http::Request& req, http::Response& res) {
+  std::string methods;
+  for (size_t i = 0; i < routes_.size(); ++i) {
+    if (route_keys_[i].second == req.path) methods += route_keys_[i].first + ", ";
+  }
+  if (methods.empty() && req.path != "*") return set_error(res, ApiErrorKind::kNotFound, "no route OPTIONS " + req.path);
+  methods += "OPTIONS";
+  const std::string& origin = req.get_header_value("Origin");
+  if (!origin.empty() && allowed_origin(origin).empty()) {
+    return set_error(res, ApiErrorKind::kPermission,
+                     "origin '" + origin + "' is not allowed; start the server with --cors-origin " + origin);
+  }
+  res.status = 204;
+  res.set_header("Allow", methods);
+  if (origin.empty()) return;
+  res.set_header("Access-Control-Allow-Methods", methods);
+  const std::string& asked = req.get_header_value("Access-Control-Request-Headers");
+  res.set_header("Access-Control-Allow-Headers", asked.empty() ? "Authorization, Content-Type" : asked);
+  res.set_header("Access-Control-Max-Age", "600");
 }
 
 void Front::install_routes() {

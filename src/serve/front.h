@@ -27,6 +27,7 @@ struct FrontOptions {
   std::string api_key;                       // empty: no key needed
   size_t max_body_bytes = 16 * 1024 * 1024;  // larger bodies get 413
   int64_t primary_limit = 8;                 // --adaptive-at
+  std::vector<std::string> cors_origins;     // browser origins allowed (--cors-origin); empty = any
   http::ServerOptions http = {};             // limits and timeouts (max_body_bytes overrides its own)
 };
 
@@ -61,6 +62,10 @@ class Front {
   using Route = std::function<void(const http::Request&, http::Response&)>;
   void install_routes();
   void handle(const http::Request& req, http::Response& res);
+  void route(const http::Request& req, http::Response& res);
+  void preflight(const http::Request& req, http::Response& res);
+  // The Access-Control-Allow-Origin value for a request's Origin, or "" when it is not allowed.
+  std::string allowed_origin(const std::string& origin) const;
   std::string metrics_text() const;
   FrontOptions options_;
   std::vector<std::unique_ptr<FrontBackend>> backends_;

@@ -3,6 +3,7 @@
 
 
 #include <algorithm>
+#include <cstdio>
 #include <functional>
 #include <thread>
 
@@ -12,6 +13,7 @@
 #include "engine/engine.h"
 #include "gguf/gguf_reader.h"
 #include "model/model.h"
+#include "template/builtin_templates.h"
 #include "tokenizer/tokenizer.h"
 
 namespace onebit {
@@ -85,11 +87,16 @@ Status NativeEngine::load() {
   auto tokenizer = Tokenizer::from_gguf(*file_);
   if (!tokenizer.ok()) return make_error("vocabulary: " + tokenizer.message());
   tokenizer_ = std::make_unique<Tokenizer>(std::move(*tokenizer));
-  std::string template_source;
-  if (file_->find("tokenizer.chat_template")) {
+  std::string template_source = options_.chat_template;
+  if (template_source.empty() && file_->find("tokenizer.chat_template")) {
     auto t = file_->get_string("tokenizer.chat_template");
     if (!t.ok()) return make_error("tokenizer.chat_template: " + t.message());
     template_source = *t;
+  }
+  if (template_source.empty()) {  // as llama-server does: ChatML, said at startup
+    template_source = *builtin_chat_template("chatml");
+    std::fprintf(stderr, "1bit serve: warning: %s has no chat template (tokenizer.chat_template); chats use ChatML "
+                 "(choose another with --chat-template NAME|FILE)\n", options_.model_path.c_str());
   }
   const int n_threads = options_.n_threads > 0 ? options_.n_threads : std::max(1u, std::thread::hardware_concurrency());
   backend_ = make_cpu_backend(n_threads);

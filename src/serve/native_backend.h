@@ -34,6 +34,9 @@ struct NativeOptions {
   int32_t batch_tokens = 0;   // tokens per engine step; 0: the engine's default
   int64_t kv_memory = 0;      // K/V pool bytes; 0: ctx_size x slots
   std::string cache_type = "f16";
+  // The chat template's Jinja text when given (--chat-template / --chat-template-file); empty: the
+  // model's own, or ChatML with a warning when it has none.
+  std::string chat_template;
   // A reply that is not streamed and not done by then is sent chunked, with a blank every
   // kKeepAliveMs, so that a client that left is noticed ($ONEBIT_WHOLE_REPLY_WAIT_MS).
   int whole_reply_wait_ms = 2000;

@@ -3,11 +3,13 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstdlib>
 #include <filesystem>
 
 #include "gguf/gguf_reader.h"
+#include "template/builtin_templates.h"
 
 extern char** environ;
 
@@ -94,7 +96,32 @@ std::vector<std::string> child_argv(const PlanInputs& in, const std::string& rou
   if (o.threads > 0) a.insert(a.end(), {"-t", std::to_string(o.threads)});
   if (o.batch_tokens > 0) a.insert(a.end(), {"-b", std::to_string(o.batch_tokens)});
   if (!o.cache_type.empty()) a.insert(a.end(), {"-ctk", o.cache_type, "-ctv", o.cache_type});
+  // A template file either way (llama-server with --jinja reads --chat-template as template text).
+  if (!o.chat_template.empty()) a.insert(a.end(), {"--chat-template-file", o.chat_template});
+  if (!o.chat_template_file.empty()) a.insert(a.end(), {"--chat-template-file", o.chat_template_file});
   return a;
+}
+
+bool readable_file(const std::string& path) {
+  std::error_code ec;
+  return std::filesystem::is_regular_file(path, ec) && ::access(path.c_str(), R_OK) == 0;
+}
+
+// --chat-template NAME|FILE / --chat-template-file FILE -> "builtin:NAME", "file:PATH" or "".
+Result<std::string> plan_chat_template(const ServeOptions& o) {
+  if (!o.chat_template_file.empty()) {
+    if (!readable_file(o.chat_template_file)) {
+      return make_error("--chat-template-file '" + o.chat_template_file + "' is not a readable file");
+    }
+    return "file:" + o.chat_template_file;
+  }
+  if (o.chat_template.empty()) return std::string();
+  if (builtin_chat_template(o.chat_template)) return "builtin:" + o.chat_template;
+  if (readable_file(o.chat_template)) return "file:" + o.chat_template;
+  std::string names;
+  for (const auto& n : builtin_chat_template_names()) names += (names.empty() ? "" : ", ") + n;
+  return make_error("--chat-template '" + o.chat_template + "' is neither a built-in template (" + names +
+                    ") nor a readable file");
 }
 
 // Variables a child gets on top of the inherited environment; one the user set is never overridden.
@@ -202,6 +229,12 @@ Result<Plan> make_plan(const PlanInputs& in) {
   plan.ctx_size = o.ctx_size;
   plan.api_key_set = !o.api_key.empty();
   plan.shutdown_timeout_s = o.shutdown_timeout_s;
+  plan.cors_origins = o.cors_origins;
+  ONEBIT_ASSIGN_OR_RETURN(plan.chat_template, plan_chat_template(o));
+  if (child && plan.chat_template.rfind("builtin:", 0) == 0) {
+    return make_error("--chat-template " + o.chat_template + ": the built-in templates are the native engine's; for a llama-server child give a Jinja file with --chat-template-file");
+  }
+  if (std::find(plan.cors_origins.begin(), plan.cors_origins.end(), "*") != plan.cors_origins.end()) plan.cors_origins.clear();
   if (!child && o.child_timeout_s) {
     return make_error("--child-timeout watches llama-server children; the native engine has none (drop it)");
   }
@@ -234,6 +267,8 @@ nlohmann::json Plan::to_json() const {
   nlohmann::json j = {{"model", model_path}, {"alias", alias},   {"host", host},
                       {"port", port},        {"ctx_size", ctx_size}, {"api_key", api_key_set},
                       {"shutdown_timeout_s", shutdown_timeout_s}};
+  j["cors_origins"] = cors_origins.empty() ? std::vector<std::string>{"*"} : cors_origins;
+  j["chat_template"] = chat_template.empty() ? "model" : chat_template;
   if (std::any_of(backends.begin(), backends.end(), [](const BackendPlan& b) { return b.child; })) {
     j["child_timeout_s"] = child_timeout_s;
   }

@@ -39,6 +39,9 @@ struct ServeOptions {
   int64_t adaptive_at = 8;
   std::string api_key;
   int64_t shutdown_timeout_s = 5;    // --shutdown-timeout
+  std::vector<std::string> cors_origins;  // --cors-origin; empty = any
+  std::string chat_template;         // --chat-template NAME|FILE
+  std::string chat_template_file;    // --chat-template-file FILE
   std::optional<int64_t> child_timeout_s;  // --child-timeout (child routes only)
   int64_t threads = 0;               // engine threads (child: -t); 0 = every core
   int64_t batch_tokens = 0;          // --batch-tokens: tokens per engine step (child: -b); 0 = default
@@ -118,6 +121,10 @@ struct Plan {
   int64_t ctx_size = 0;
   bool api_key_set = false;
   int64_t shutdown_timeout_s = 5;
+  std::vector<std::string> cors_origins;  // browser origins allowed; empty = any ("*")
+  // The chat template: "builtin:NAME", "file:PATH", or "" for the model's own (ChatML when it has
+  // none).
+  std::string chat_template;
   int64_t child_timeout_s = 10;      // child routes only
   std::vector<BackendPlan> backends;  // the primary first
   std::optional<EnginePlan> engine;   // native routes: one engine serves every backend's slots

@@ -25,6 +25,9 @@ const std::vector<OptionSpec>& serve_option_specs() {
       {"adaptive", 0, "", "two backends: a primary, and an overflow with 16 slots"},
       {"adaptive-at", 0, "N", "requests in flight on the primary before overflowing (default 8)"},
       {"api-key", 0, "KEY", "require 'Authorization: Bearer KEY'"},
+      {"chat-template", 0, "NAME|FILE", "chat template: a built-in (chatml, llama3, qwen3) or a Jinja file (default: the model's; ChatML if it has none)"},
+      {"chat-template-file", 0, "FILE", "chat template from a Jinja file"},
+      {"cors-origin", 0, "ORIGIN", "browser origins allowed to call the API, e.g. http://localhost:3000 (repeatable; default any: '*')", true},
       {"child-timeout", 0, "S", "a llama-server child silent on /health this long gets no requests; its replies end with 504 (default 10)"},
       {"shutdown-timeout", 0, "S", "on SIGTERM, seconds replies in progress may take before they are ended (default 5)"},
       {"threads", 't', "N", "engine threads (default: every core)"},
@@ -112,6 +115,22 @@ Result<ServeOptions> parse_serve_options(const ParsedArgs& args) {
   ONEBIT_ASSIGN_OR_RETURN(o.shutdown_timeout_s, args.get_int("shutdown-timeout", 5, 0, 3600));
   if (args.has("child-timeout")) {
     ONEBIT_ASSIGN_OR_RETURN(o.child_timeout_s, args.get_int("child-timeout", 10, 1, 3600));
+  }
+  for (const std::string& origin : args.get_all("cors-origin")) {
+    if (origin != "*" && origin.rfind("http://", 0) != 0 && origin.rfind("https://", 0) != 0) {
+      return make_error("--cors-origin '" + origin + "' is not an origin; give scheme://host[:port] (e.g. http://localhost:3000) or '*'");
+    }
+    if (origin != "*" && origin.back() == '/') {
+      return make_error("--cors-origin '" + origin + "' ends with '/'; an origin has no path (drop the '/')");
+    }
+    o.cors_origins.push_back(origin);
+  }
+  o.chat_template = args.get("chat-template");
+  o.chat_template_file = args.get("chat-template-file");
+  if (args.has("chat-template") && o.chat_template.empty()) return make_error("--chat-template must not be empty");
+  if (args.has("chat-template-file") && o.chat_template_file.empty()) return make_error("--chat-template-file must not be empty");
+  if (!o.chat_template.empty() && !o.chat_template_file.empty()) {
+    return make_error("give one of --chat-template and --chat-template-file, not both");
   }
   o.api_key = args.get("api-key");
   if (args.has("api-key") && o.api_key.empty()) return make_error("--api-key must not be empty");

@@ -88,6 +88,7 @@ int run_child_plan(const Plan& plan, const ServeOptions& options, const Supervis
   }
   FrontOptions fo{plan.host, static_cast<int>(plan.port), plan.alias, options.api_key, sup.max_body_bytes,
                   options.adaptive_at};
+  fo.cors_origins = plan.cors_origins;
   Front front(fo, std::move(backends));
   if (auto st = front.bind(); !st.ok()) {
     std::fprintf(stderr, "1bit serve: %s\n", st.message().c_str());

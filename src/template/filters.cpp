@@ -299,6 +299,7 @@ CallArgs shift_args(const CallArgs& args, size_t skip) {
 
 Value f_map(Interpreter& in, const Value& v, CallArgs& args) {
   List out;
+  if (v.is_none() || v.is_undefined()) return Value::list(std::move(out));  // Jinja2: `if value:` first
   const Value* attr = args.find_keyword("attribute");
   if (attr) {
     const Value* dflt = args.find_keyword("default");
@@ -315,6 +316,7 @@ Value f_map(Interpreter& in, const Value& v, CallArgs& args) {
 }
 
 Value select_impl(Interpreter& in, const Value& v, CallArgs& args, bool by_attr, bool keep) {
+  if (v.is_none() || v.is_undefined()) return Value::list({});  // Jinja2: `if value:` first, so none gives nothing
   size_t name_idx = by_attr ? 1 : 0;
   std::string attribute = by_attr ? (args.positional.empty() ? "" : args.positional[0].str()) : "";
   if (by_attr && args.positional.empty()) throw RenderError("selectattr/rejectattr need an attribute name");

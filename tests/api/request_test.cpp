@@ -1,10 +1,15 @@
 // Request parsing: every field's type and range, the error naming the field, null as absent,
-// unknown fields ignored, hostile bodies (deep nesting, invalid UTF-8, huge numbers) refused.
+// unknown fields refused (the field table), hostile bodies (deep nesting, invalid UTF-8, huge numbers) refused.
 #include <gtest/gtest.h>
 
+#include <map>
+#include <sstream>
 #include <string>
 
+#include "api/fields.h"
 #include "api/request.h"
+#include "run_command.h"
+#include "testdata.h"
 
 namespace onebit {
 namespace {
@@ -22,7 +27,7 @@ void expect_error(const ApiResult<CompletionRequest>& r, const std::string& need
 TEST(Request, DefaultsAndFields) {
   auto r = chat(R"(,"max_tokens":5,"temperature":0,"top_p":0.5,"top_k":3,"min_p":0.1,"seed":7,"stop":["a","b"],)"
                 R"("stream":true,"stream_options":{"include_usage":true},"reasoning_format":"none","cache_prompt":false,)"
-                R"("chat_template_kwargs":{"enable_thinking":false},"unknown_field":{"x":1},"model":"m")");
+                R"("chat_template_kwargs":{"enable_thinking":false},"user":"u1","model":"m")");
   ASSERT_TRUE(r.ok()) << r.error.message;
   const auto& c = *r.value;
   EXPECT_EQ(c.max_tokens, 5);
@@ -65,7 +70,7 @@ TEST(Request, ContentParts) {
   auto r = parse_completion_request(
       R"({"messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}]})", Endpoint::kChat);
   ASSERT_TRUE(r.ok()) << r.error.message;
-  EXPECT_EQ(r.value->messages[0]["content"], "ab");
+  EXPECT_EQ(r.value->messages[0]["content"], "a\nb");  // llama.cpp and vLLM join parts with a newline
 }
 
 TEST(Request, Prompts) {
@@ -103,7 +108,7 @@ TEST(Request, ErrorsNameTheFieldAndRange) {
   expect_error(chat(R"(,"stream_options":3)"), "'stream_options'");
   expect_error(chat(R"(,"reasoning_format":"loud")"), "'reasoning_format'");
   expect_error(chat(R"(,"chat_template_kwargs":[])"), "'chat_template_kwargs'");
-  expect_error(chat(R"(,"n":2)"), "'n' must be 1");
+  expect_error(chat(R"(,"n":2)"), "'n' is 2: only 1 is supported");
   expect_error(chat(R"(,"model":5)"), "'model'");
   expect_error(parse_completion_request(R"({"messages":[]})", Endpoint::kChat), "'messages' is empty");
   expect_error(parse_completion_request(R"({"messages":"hi"})", Endpoint::kChat), "'messages' must be");
@@ -120,6 +125,75 @@ TEST(Request, HostileBodies) {
   // Brackets inside strings do not count as nesting.
   auto r = parse_completion_request(R"({"prompt":")" + std::string(1000, '[') + R"("})", Endpoint::kCompletion);
   EXPECT_TRUE(r.ok());
+}
+
+}  // namespace
+}  // namespace onebit
+
+namespace onebit {
+namespace {
+
+// The field table (api/fields.h): every field is implemented, accepted only at a neutral value,
+// or refused by name; unknown fields are refused.
+TEST(RequestFields, NothingIsAcceptedAndIgnored) {
+  auto one = [](Endpoint e, const std::string& field, const std::string& value) {
+    const std::string base = e == Endpoint::kChat ? R"({"messages":[{"role":"user","content":"hi"}])" : R"({"prompt":"hi")";
+    return parse_completion_request(base + ",\"" + field + "\":" + value + "}", e);
+  };
+  // Neutral values pass, others are refused with the field, the value and what is allowed.
+  EXPECT_TRUE(one(Endpoint::kChat, "presence_penalty", "0").ok());
+  EXPECT_TRUE(one(Endpoint::kChat, "presence_penalty", "0.0").ok());
+  EXPECT_TRUE(one(Endpoint::kChat, "response_format", R"({"type":"text"})").ok());
+  EXPECT_TRUE(one(Endpoint::kCompletion, "n", "1").ok());
+  EXPECT_TRUE(one(Endpoint::kChat, "logit_bias", "{}").ok());
+  EXPECT_TRUE(one(Endpoint::kChat, "logprobs", "null").ok());
+  auto pen = one(Endpoint::kChat, "presence_penalty", "0.5");
+  ASSERT_FALSE(pen.ok());
+  EXPECT_EQ(pen.error.message, "'presence_penalty' is 0.5: only 0 is supported (sampling penalties are not built yet)");
+  for (const auto& [field, value] : std::vector<std::pair<std::string, std::string>>{
+           {"response_format", R"({"type":"json_object"})"}, {"response_format", R"({"type":"sound"})"},
+           {"logprobs", "true"}, {"top_logprobs", "5"}, {"logit_bias", R"({"15":-100})"}, {"n", "2"},
+           {"frequency_penalty", "1"}, {"repeat_penalty", "1.1"}, {"tool_choice", "\"required\""},
+           {"grammar", "\"root ::= x\""}, {"json_schema", "{}"}, {"functions", "[]"}, {"samplers", "[]"},
+           {"unknown_field", "1"}}) {
+    auto r = one(Endpoint::kChat, field, value);
+    ASSERT_FALSE(r.ok()) << field << "=" << value;
+    EXPECT_EQ(r.error.kind, ApiErrorKind::kInvalidRequest);
+    EXPECT_NE(r.error.message.find("'" + field + "'"), std::string::npos) << r.error.message;
+  }
+  // A field of the other endpoint is named as such.
+  auto echo = one(Endpoint::kChat, "echo", "true");
+  ASSERT_FALSE(echo.ok());
+  EXPECT_NE(echo.error.message.find("belongs to /v1/completions"), std::string::npos) << echo.error.message;
+  auto msgs = one(Endpoint::kCompletion, "messages", "[]");
+  ASSERT_FALSE(msgs.ok());
+  EXPECT_NE(msgs.error.message.find("belongs to /v1/chat/completions"), std::string::npos) << msgs.error.message;
+}
+
+// docs/api.md's field table lists exactly the fields of request_fields(), each with its status:
+// the docs cannot drift from the code.
+TEST(RequestFields, DocsTableMatchesTheCode) {
+  const std::string doc = testing::read_whole_file(testing::source_path("docs/api.md"));
+  const size_t start = doc.find("### Every field");
+  ASSERT_NE(start, std::string::npos) << "docs/api.md has no '### Every field' section";
+  const size_t end = doc.find("\n#", start + 4);
+  std::map<std::string, std::string> documented;  // field -> its status: the second cell's first word
+  std::istringstream lines(doc.substr(start, end == std::string::npos ? std::string::npos : end - start));
+  for (std::string row; std::getline(lines, row);) {
+    if (row.rfind("| `", 0) != 0) continue;
+    const size_t close = row.find('`', 3);
+    const size_t cell = row.find("| ", close);
+    ASSERT_NE(cell, std::string::npos) << row;
+    const std::string status = row.substr(cell + 2, row.find_first_of(" |", cell + 2) - cell - 2);
+    EXPECT_TRUE(documented.emplace(row.substr(3, close - 3), status).second) << "listed twice: " << row;
+  }
+  std::map<std::string, std::string> code;
+  for (const FieldInfo& f : request_fields()) {
+    code[f.name] = f.status == FieldStatus::kImplemented ? "implemented"
+                   : f.status == FieldStatus::kNeutralOnly ? "neutral"
+                                                           : "refused";
+  }
+  EXPECT_EQ(documented, code);
 }
 
 }  // namespace

@@ -219,6 +219,11 @@ FEATURES = [
     "{{ nested['k']['inner'][1]['deep'] }} {{ nested.k.inner.1.deep }} {{ nested.k.inner[-1].deep }}",
     "{% for x in nums %}{{ loop.index }}{% if loop.index == 2 %}{% continue %}{% endif %}-{% endfor %}",
     "{% for m in messages %}{% if m.role == 'assistant' %}{% generation %}{{ m.content }}{% set inside = 1 %}{% endgeneration %}{% endif %}{% endfor %}[{{ inside }}]",
+    # filters over none: Jinja2's select/reject/selectattr/rejectattr/map give nothing, list and length raise
+    "{{ none | select | list }}|{{ none | reject('none') | list }}|{{ none | selectattr('x') | list }}|{{ none | rejectattr('x', 'defined') | list }}|{{ none | map(attribute='x') | list }}|{{ none | map('upper') | list }}",
+    "{% set t = none %}{% if t | selectattr('type', 'equalto', 'function') | list | length > 0 %}tools{% else %}no tools{% endif %}",
+    "{{ none | list }}",
+    "{{ none | length }}",
     # syntax errors
     "{% if true %}unclosed",
     "{{ 1 + }}",
