@@ -1,6 +1,7 @@
 // The API service over the engine; see service.h.
 #include "api/service.h"
 
+#include <algorithm>
 #include <chrono>
 #include <random>
 
@@ -38,6 +39,9 @@ Result<std::unique_ptr<ApiService>> ApiService::create(const Tokenizer& tokenize
   }
   if (tokenizer.bos_id() >= 0) s->special_tokens_["bos_token"] = std::string(tokenizer.token_text(tokenizer.bos_id()));
   if (tokenizer.eos_id() >= 0) s->special_tokens_["eos_token"] = std::string(tokenizer.token_text(tokenizer.eos_id()));
+  for (TokenId id = 0; id < tokenizer.vocab_size(); ++id) {
+    s->max_piece_bytes_ = std::max(s->max_piece_bytes_, tokenizer.token_to_piece(id).size());
+  }
   return s;
 }
 
@@ -73,6 +77,15 @@ ApiResult<std::vector<TokenId>> ApiService::prompt_tokens(const CompletionReques
     rendered = std::move(*text.value);
   } else {
     rendered = r.prompt_text;
+  }
+  // A text longer than the context's tokens can cover at the vocabulary's longest piece cannot
+  // fit: refused before tokenizing it.
+  const size_t n_ctx = static_cast<size_t>(engine_.n_ctx());
+  if (rendered.size() > n_ctx * std::max<size_t>(max_piece_bytes_, 1)) {
+    return ApiError{ApiErrorKind::kExceedContext,
+                    "the prompt is " + std::to_string(rendered.size()) + " bytes: more tokens than the context of " +
+                        std::to_string(n_ctx) + " holds even at the vocabulary's longest token (" +
+                        std::to_string(max_piece_bytes_) + " bytes); shorten the prompt or raise --ctx-size"};
   }
   std::vector<TokenId> ids = encode_rendered_chat(tokenizer_, rendered);
   if (ids.empty()) return invalid_request("the prompt is empty (no tokens); give some text");

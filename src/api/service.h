@@ -53,6 +53,7 @@ class ApiService {
   ServiceOptions options_;
   std::optional<ChatTemplate> template_;
   nlohmann::ordered_json special_tokens_;  // bos_token, eos_token for the template
+  size_t max_piece_bytes_ = 0;              // the vocabulary's longest token, in bytes
   std::atomic<int64_t> next_id_{0};
 };
 

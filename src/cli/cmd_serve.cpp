@@ -1,4 +1,5 @@
 // `1bit serve`: plans the backends (see serve/plan.h); `--dry-run` prints the plan as JSON.
+#include <malloc.h>
 #include <signal.h>
 
 #include <algorithm>
@@ -132,6 +133,10 @@ int run_native_plan(const Plan& plan, const ServeOptions& options) {
 }
 
 int run_serve(const ParsedArgs& given) {
+  // Big buffers (request bodies, their parses, prompts) are mapped and unmapped on their own: a
+  // storm of large requests gives its memory back instead of fragmenting the heap (glibc would
+  // otherwise raise this threshold after the first big free and keep such blocks in the heap).
+  mallopt(M_MMAP_THRESHOLD, 1 << 20);
   ParsedArgs args = given;
   if (!args.has("model")) {
     auto model = find_default_model();

@@ -143,6 +143,10 @@ TEST_F(E2eErrors, HostileRequestsGet4xxAndTheServerKeepsServing) {
     expect_error_body(refused, 400, "invalid_request_error");
     EXPECT_NE(refused.raw.find("'" + field + "'"), std::string::npos) << refused.raw;
   }
+  // A prompt longer than the context could hold at the longest token is refused before tokenizing.
+  auto huge = server_.post("/v1/completions", json{{"prompt", std::string(6 << 20, 'a')}, {"max_tokens", 1}});
+  expect_error_body(huge, 400, "exceed_context_size_error");
+  EXPECT_NE(huge.raw.find("longest token"), std::string::npos) << huge.raw.substr(0, 300);
   auto ok = server_.post("/v1/completions", json{{"prompt", "Once"}, {"max_tokens", 2}, {"user", "u"}, {"frequency_penalty", 0}});
   EXPECT_EQ(ok.status, 200) << ok.raw;
   expect_still_serving();

@@ -293,15 +293,26 @@ def storm(port, pid, rounds, concurrent):
         for t in threads:
             t.join()
 
+    def settled(limit=None):
+        """Resident KiB once the server has given back what it frees after a reply (it trims its
+        heap after a big request, on a worker, possibly after the client has its answer): the
+        first sample at or under `limit`, else the last of 10 s of samples."""
+        value = rss_kib(pid)
+        for _ in range(40):
+            if limit is not None and value <= limit:
+                break
+            time.sleep(0.25)
+            value = rss_kib(pid)
+        return value
+
     round_()  # warm-up: the allocator's first growth is not a leak
-    time.sleep(0.5)
+    time.sleep(1.0)
     start = rss_kib(pid)
     peak = start
     for _ in range(rounds):
         round_()
         peak = max(peak, rss_kib(pid))
-    time.sleep(0.5)
-    end = rss_kib(pid)
+    end = settled(limit=start * 1.10)
     bad = {k: v for k, v in statuses.items() if k not in (400, 413)}
     if bad:
         fail("storm", f"oversized requests got {bad} (want 400 or 413)")
