@@ -550,6 +550,7 @@ void Server::serve(const std::shared_ptr<Conn>& c, const Request& req, bool keep
     std::string bytes = serialize_head(res, int64_t(res.body.size()), close);
     if (!head_only && res.status != 204 && res.status != 304) bytes += res.body;
     if (res.releaser) res.releaser(false);
+    res = Response{};  // what the handler held is let go before the client hears the end
     return enqueue(bytes, true, close);
   }
   // A stream: chunked for HTTP/1.1; an HTTP/1.0 client reads until the connection closes.
@@ -564,6 +565,7 @@ void Server::serve(const std::shared_ptr<Conn>& c, const Request& req, bool keep
     ok = false;
   }
   if (res.releaser) res.releaser(ok && sink.finished());
+  res = Response{};  // what the provider held (a router place, a sequence) goes before the end is sent
   if (ok && sink.finished()) return enqueue(chunked ? "0\r\n\r\n" : "", true, close);
   enqueue("", true, true);  // abandoned: the client sees the body cut short
 }

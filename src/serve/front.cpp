@@ -66,8 +66,9 @@ void Front::serve() { server_->run(); }
 void Front::stop() { server_->stop(); }
 void Front::set_ready(bool ready) { ready_.store(ready); }
 
-// Replies cut by a shutdown get this long to be sent after their backends ended them.
-constexpr int kAbortGraceMs = 3000;
+// Replies cut by a shutdown get this long to end and be sent after their backends ended them (the
+// engine ends its sequences at its next step; a sanitized build's steps take seconds).
+constexpr int kAbortGraceMs = 10000;
 
 void Front::shutdown(int timeout_ms) {
   shutting_down_.store(true);
