@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 namespace onebit {
 
@@ -24,73 +25,190 @@ json timings_json(const CompletionStats& s) {
           {"predicted_per_second", per_second(s.decode_ms, predicted_n)}};
 }
 
-Completion::Completion(CompletionSetup setup, std::shared_ptr<SequenceHandle> handle, const Tokenizer& tokenizer)
-    : setup_(std::move(setup)), handle_(std::move(handle)), tokenizer_(tokenizer), text_(setup_.text) {}
+namespace {
 
-Completion::~Completion() {
-  if (!finished_) handle_->cancel();
-}
+constexpr double kMinLogprob = -9999.0;  // stands for -inf, which JSON cannot hold (as vLLM)
 
-void Completion::on_token(TokenId token, TextDelta& out) {
-  if (ended_) return;
-  ++stats_.n_completion_tokens;
-  if (tokenizer_.is_end_of_generation(token)) {
-    ended_ = true;
-    return;
-  }
-  TextDelta d = text_.push(tokenizer_.token_to_piece(token));
-  out.content += d.content;
-  out.reasoning += d.reasoning;
-  if (text_.stopped()) {
-    ended_ = true;
-    handle_->cancel();  // a stop string matched: the engine need not go on
-  }
-}
-
-void Completion::on_finish(const SequenceEvents& ev, TextDelta& out) {
-  finished_ = true;
-  stats_.n_prompt_tokens = ev.stats.n_prompt_tokens;
-  stats_.n_cached_tokens = ev.stats.n_cached_tokens;
-  stats_.prompt_ms = ev.stats.prompt_ms;
-  stats_.decode_ms = ev.stats.decode_ms;
-  if (ev.reason == FinishReason::kError || ev.reason == FinishReason::kAborted) {
-    error_ = ev.error.empty() ? "generation failed" : ev.error;
-    error_kind_ = ev.reason == FinishReason::kAborted ? ApiErrorKind::kUnavailable : ApiErrorKind::kServer;
-  }
-  length_ = ev.reason == FinishReason::kLength && !ended_;
-  TextDelta d = text_.finish();
-  out.content += d.content;
-  out.reasoning += d.reasoning;
-}
-
-TextDelta Completion::poll(int timeout_ms) {
-  TextDelta out;
-  if (finished_) return out;
-  SequenceEvents ev = handle_->wait(timeout_ms);
-  for (TokenId t : ev.tokens) on_token(t, out);
-  if (ev.finished) on_finish(ev, out);
+// A token's text for JSON (a piece may end inside a UTF-8 character: U+FFFD there).
+std::string piece_text(const std::string& piece) {
+  std::string tail;
+  std::string out = sanitize_utf8(piece, tail);
+  if (!tail.empty()) out += "\xEF\xBF\xBD";
   return out;
 }
 
-std::string Completion::finish_reason_text() const { return length_ ? "length" : "stop"; }
-
-json Completion::usage_json() const {
-  return {{"prompt_tokens", stats_.n_prompt_tokens},
-          {"completion_tokens", stats_.n_completion_tokens},
-          {"total_tokens", stats_.n_prompt_tokens + stats_.n_completion_tokens},
-          {"prompt_tokens_details", {{"cached_tokens", stats_.n_cached_tokens}}}};
+json piece_bytes(const std::string& piece) {
+  json out = json::array();
+  for (unsigned char c : piece) out.push_back(int(c));
+  return out;
 }
 
-json Completion::timings_json() const { return onebit::timings_json(stats_); }
+double logprob_value(float lp) { return std::isfinite(lp) ? double(lp) : kMinLogprob; }
+
+}  // namespace
+
+Completion::Completion(CompletionSetup setup, std::vector<std::shared_ptr<SequenceHandle>> handles, const Tokenizer& tokenizer)
+    : setup_(std::move(setup)), tokenizer_(tokenizer) {
+  signal_ = handles.empty() ? nullptr : handles[0]->signal();
+  for (size_t i = 0; i < handles.size(); ++i) {
+    if (handles[i]->signal() != signal_) signal_ = nullptr;
+    Choice c{std::move(handles[i]), TextStream(setup_.text)};
+    c.prompt = i < setup_.choice_prompt.size() ? setup_.choice_prompt[i] : 0;
+    c.logprobs = empty_logprobs();
+    c.new_logprobs = empty_logprobs();
+    choices_.push_back(std::move(c));
+  }
+}
+
+Completion::~Completion() { cancel(); }
+
+void Completion::cancel() {
+  for (Choice& c : choices_) {
+    if (!c.finished) c.handle->cancel();
+  }
+}
+
+bool Completion::finished() const {
+  for (const Choice& c : choices_) {
+    if (!c.finished) return false;
+  }
+  return true;
+}
+
+json Completion::empty_logprobs() const {
+  if (setup_.n_logprobs < 0) return nullptr;
+  if (setup_.endpoint == Endpoint::kChat) return json::array();
+  return {{"tokens", json::array()}, {"token_logprobs", json::array()}, {"top_logprobs", json::array()}, {"text_offset", json::array()}};
+}
+
+void Completion::add_logprobs(Choice& c, TokenId token, const std::string& piece, const SampledLogprobs& lp) {
+  const std::string text = piece_text(piece);
+  for (json* to : {&c.logprobs, &c.new_logprobs}) {
+    if (setup_.endpoint == Endpoint::kChat) {
+      json top = json::array();
+      for (const TokenLogprob& t : lp.top) {
+        const std::string p = tokenizer_.token_to_piece(t.id);
+        top.push_back({{"token", piece_text(p)}, {"logprob", logprob_value(t.logprob)}, {"bytes", piece_bytes(p)}});
+      }
+      to->push_back({{"token", text}, {"logprob", logprob_value(lp.logprob)}, {"bytes", piece_bytes(piece)}, {"top_logprobs", top}});
+    } else {
+      json top = json::object();
+      for (const TokenLogprob& t : lp.top) top[piece_text(tokenizer_.token_to_piece(t.id))] = logprob_value(t.logprob);
+      (*to)["tokens"].push_back(text);
+      (*to)["token_logprobs"].push_back(logprob_value(lp.logprob));
+      (*to)["top_logprobs"].push_back(top);
+      (*to)["text_offset"].push_back(c.text_chars);
+    }
+  }
+  (void)token;
+  // Code points so far: every byte that does not continue a UTF-8 sequence starts one.
+  for (unsigned char b : piece) c.text_chars += (b & 0xC0) != 0x80;
+}
+
+void Completion::on_token(Choice& c, TokenId token, const SampledLogprobs* lp, TextDelta& out) {
+  if (c.ended) return;
+  ++c.stats.n_completion_tokens;
+  if (tokenizer_.is_end_of_generation(token)) {
+    c.ended = true;
+    return;
+  }
+  const std::string piece = tokenizer_.token_to_piece(token);
+  if (lp != nullptr && setup_.n_logprobs >= 0) add_logprobs(c, token, piece, *lp);
+  TextDelta d = c.text.push(piece);
+  out.content += d.content;
+  out.reasoning += d.reasoning;
+  if (c.text.stopped()) {
+    c.ended = true;
+    c.handle->cancel();  // a stop string matched: the engine need not go on
+  }
+}
+
+void Completion::on_finish(Choice& c, const SequenceEvents& ev, TextDelta& out) {
+  c.finished = true;
+  c.stats.n_prompt_tokens = ev.stats.n_prompt_tokens;
+  c.stats.n_cached_tokens = ev.stats.n_cached_tokens;
+  c.stats.prompt_ms = ev.stats.prompt_ms;
+  c.stats.decode_ms = ev.stats.decode_ms;
+  if ((ev.reason == FinishReason::kError || ev.reason == FinishReason::kAborted) && error_.empty()) {
+    error_ = ev.error.empty() ? "generation failed" : ev.error;
+    error_kind_ = ev.reason == FinishReason::kAborted ? ApiErrorKind::kUnavailable : ApiErrorKind::kServer;
+    cancel();  // one choice failed: the reply fails, the others need not go on
+  }
+  c.length = ev.reason == FinishReason::kLength && !c.ended;
+  TextDelta d = c.text.finish();
+  out.content += d.content;
+  out.reasoning += d.reasoning;
+}
+
+std::vector<TextDelta> Completion::poll(int timeout_ms) {
+  std::vector<TextDelta> out(choices_.size());
+  auto take = [&](size_t i, const SequenceEvents& ev) {
+    Choice& c = choices_[i];
+    for (size_t k = 0; k < ev.tokens.size(); ++k) {
+      on_token(c, ev.tokens[k], k < ev.logprobs.size() ? &ev.logprobs[k] : nullptr, out[i]);
+    }
+    if (ev.finished) on_finish(c, ev, out[i]);
+    return !ev.tokens.empty() || ev.finished;
+  };
+  if (finished()) return out;
+  if (signal_ == nullptr) {
+    // Handles made one by one: wait on the first unfinished one.
+    for (size_t i = 0; i < choices_.size(); ++i) {
+      if (choices_[i].finished) continue;
+      take(i, choices_[i].handle->wait(choices_.size() == 1 ? timeout_ms : std::min(timeout_ms, 10)));
+      break;
+    }
+    return out;
+  }
+  for (int round = 0; round < 2; ++round) {
+    const uint64_t seen = signal_->count();
+    bool any = false;
+    for (size_t i = 0; i < choices_.size(); ++i) {
+      if (!choices_[i].finished) any |= take(i, choices_[i].handle->wait(0));
+    }
+    if (any || round == 1) break;
+    signal_->wait(seen, timeout_ms);
+  }
+  return out;
+}
+
+std::string Completion::finish_reason_text(const Choice& c) const { return c.length ? "length" : "stop"; }
+
+CompletionStats Completion::stats() const {
+  CompletionStats s;
+  std::vector<bool> counted;
+  for (const Choice& c : choices_) {
+    if (size_t(c.prompt) >= counted.size()) counted.resize(size_t(c.prompt) + 1, false);
+    if (!counted[size_t(c.prompt)]) {  // a prompt of several choices counts once
+      counted[size_t(c.prompt)] = true;
+      s.n_prompt_tokens += c.stats.n_prompt_tokens;
+      s.n_cached_tokens += c.stats.n_cached_tokens;
+    }
+    s.n_completion_tokens += c.stats.n_completion_tokens;
+    s.prompt_ms = std::max(s.prompt_ms, c.stats.prompt_ms);
+    s.decode_ms = std::max(s.decode_ms, c.stats.decode_ms);
+  }
+  return s;
+}
+
+json Completion::usage_json() const {
+  const CompletionStats s = stats();
+  return {{"prompt_tokens", s.n_prompt_tokens},
+          {"completion_tokens", s.n_completion_tokens},
+          {"total_tokens", s.n_prompt_tokens + s.n_completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", s.n_cached_tokens}}}};
+}
 
 bool Completion::run_for(int timeout_ms) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  while (!finished_ && std::chrono::steady_clock::now() < deadline) {
-    TextDelta d = poll(std::min(timeout_ms, 100));
-    content_ += d.content;
-    reasoning_ += d.reasoning;
+  while (!finished() && std::chrono::steady_clock::now() < deadline) {
+    std::vector<TextDelta> d = poll(std::min(timeout_ms, 100));
+    for (size_t i = 0; i < d.size(); ++i) {
+      choices_[i].content += d[i].content;
+      choices_[i].reasoning += d[i].reasoning;
+    }
   }
-  return finished_;
+  return finished();
 }
 
 ApiResult<json> Completion::run_to_end() {
@@ -100,27 +218,31 @@ ApiResult<json> Completion::run_to_end() {
 }
 
 ApiResult<json> Completion::reply() const {
-  const std::string& content = content_;
-  const std::string& reasoning = reasoning_;
   if (!error_.empty()) return ApiError{error_kind_, error_};
-  json choice = {{"index", 0}, {"finish_reason", finish_reason_text()}};
-  if (setup_.endpoint == Endpoint::kChat) {
-    json message = {{"role", "assistant"}, {"content", content}};
-    if (!reasoning.empty()) message["reasoning_content"] = reasoning;
-    choice["message"] = message;
-  } else {
-    choice["text"] = content + reasoning;
-    choice["logprobs"] = nullptr;
+  json list = json::array();
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    const Choice& c = choices_[i];
+    json choice = {{"index", i}};
+    if (setup_.endpoint == Endpoint::kChat) {
+      json message = {{"role", "assistant"}, {"content", c.content}};
+      if (!c.reasoning.empty()) message["reasoning_content"] = c.reasoning;
+      choice["message"] = message;
+      choice["logprobs"] = c.logprobs.is_null() ? json(nullptr) : json{{"content", c.logprobs}, {"refusal", nullptr}};
+    } else {
+      choice["text"] = c.content + c.reasoning;
+      choice["logprobs"] = c.logprobs;
+    }
+    choice["finish_reason"] = finish_reason_text(c);
+    list.push_back(std::move(choice));
   }
-  json reply = {{"id", setup_.id},
-                {"object", setup_.endpoint == Endpoint::kChat ? "chat.completion" : "text_completion"},
-                {"created", setup_.created},
-                {"model", setup_.model},
-                {"system_fingerprint", "1bit"},
-                {"choices", json::array({choice})},
-                {"usage", usage_json()},
-                {"timings", timings_json()}};
-  return reply;
+  return json{{"id", setup_.id},
+              {"object", setup_.endpoint == Endpoint::kChat ? "chat.completion" : "text_completion"},
+              {"created", setup_.created},
+              {"model", setup_.model},
+              {"system_fingerprint", "1bit"},
+              {"choices", std::move(list)},
+              {"usage", usage_json()},
+              {"timings", timings_json(stats())}};
 }
 
 json Completion::chunk(json choice) const {
@@ -132,43 +254,67 @@ json Completion::chunk(json choice) const {
           {"choices", json::array({std::move(choice)})}};
 }
 
-json Completion::delta_choice(const TextDelta& d) const {
+json Completion::delta_choice(size_t i, const TextDelta& d) {
+  Choice& c = choices_[i];
+  json logprobs = nullptr;
+  if (!c.new_logprobs.is_null()) {
+    logprobs = setup_.endpoint == Endpoint::kChat ? json{{"content", c.new_logprobs}, {"refusal", nullptr}} : c.new_logprobs;
+    c.new_logprobs = empty_logprobs();
+  }
   if (setup_.endpoint == Endpoint::kCompletion) {
-    return {{"index", 0}, {"text", d.content + d.reasoning}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
+    return {{"index", i}, {"text", d.content + d.reasoning}, {"logprobs", logprobs}, {"finish_reason", nullptr}};
   }
   json delta = json::object();
   if (!d.reasoning.empty()) delta["reasoning_content"] = d.reasoning;
   if (!d.content.empty()) delta["content"] = d.content;
-  return {{"index", 0}, {"delta", delta}, {"finish_reason", nullptr}};
+  json out = {{"index", i}, {"delta", delta}};
+  if (!logprobs.is_null()) out["logprobs"] = logprobs;
+  out["finish_reason"] = nullptr;
+  return out;
 }
 
 std::string Completion::next_sse(int timeout_ms, bool& done) {
   auto event = [](const json& j) { return "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n"; };
   std::string out;
-  if (!role_sent_ && setup_.endpoint == Endpoint::kChat) {
-    role_sent_ = true;
-    out += event(chunk({{"index", 0}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"finish_reason", nullptr}}));
-  }
   done = false;
-  if (finished_) return out;
-  TextDelta d = poll(timeout_ms);
-  if (!d.empty()) out += event(chunk(delta_choice(d)));
-  if (!finished_) return out;
+  for (size_t i = 0; i < choices_.size() && setup_.endpoint == Endpoint::kChat; ++i) {
+    if (choices_[i].role_sent) continue;
+    choices_[i].role_sent = true;
+    out += event(chunk({{"index", i}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"finish_reason", nullptr}}));
+  }
+  if (error_.empty()) {
+    std::vector<TextDelta> d = poll(timeout_ms);
+    for (size_t i = 0; i < d.size(); ++i) {
+      const bool new_logprobs = setup_.endpoint == Endpoint::kChat ? !choices_[i].new_logprobs.empty()
+                                                                    : choices_[i].new_logprobs.is_object() && !choices_[i].new_logprobs["tokens"].empty();
+      if (!d[i].empty() || (!choices_[i].new_logprobs.is_null() && new_logprobs)) out += event(chunk(delta_choice(i, d[i])));
+    }
+  }
   if (!error_.empty()) {
     out += event(error_body({error_kind_, error_}));
-  } else {
+    out += "data: [DONE]\n\n";
+    done = true;
+    return out;
+  }
+  size_t n_final = 0;
+  for (const Choice& c : choices_) n_final += c.final_sent;
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    Choice& c = choices_[i];
+    if (!c.finished || c.final_sent) continue;
+    c.final_sent = true;
     json last = setup_.endpoint == Endpoint::kChat
-                    ? json{{"index", 0}, {"delta", json::object()}, {"finish_reason", finish_reason_text()}}
-                    : json{{"index", 0}, {"text", ""}, {"logprobs", nullptr}, {"finish_reason", finish_reason_text()}};
+                    ? json{{"index", i}, {"delta", json::object()}, {"finish_reason", finish_reason_text(c)}}
+                    : json{{"index", i}, {"text", ""}, {"logprobs", nullptr}, {"finish_reason", finish_reason_text(c)}};
     json final_chunk = chunk(std::move(last));
-    final_chunk["timings"] = timings_json();
+    if (++n_final == choices_.size()) final_chunk["timings"] = timings_json(stats());
     out += event(final_chunk);
-    if (setup_.include_usage) {
-      json usage = chunk(json::object());
-      usage["choices"] = json::array();
-      usage["usage"] = usage_json();
-      out += event(usage);
-    }
+  }
+  if (n_final < choices_.size()) return out;
+  if (setup_.include_usage) {
+    json usage = chunk(json::object());
+    usage["choices"] = json::array();
+    usage["usage"] = usage_json();
+    out += event(usage);
   }
   out += "data: [DONE]\n\n";
   done = true;

@@ -9,8 +9,7 @@ namespace {
 
 using ordered_json = nlohmann::ordered_json;
 
-constexpr const char* kPenalties = "sampling penalties are not built yet";
-constexpr const char* kLogprobs = "log probabilities are not built yet";
+constexpr const char* kLogprobs = "llama-server's form; send OpenAI's logprobs (and top_logprobs in chat)";
 constexpr const char* kStructured = "structured output (JSON schema, grammars) is not built yet";
 constexpr const char* kTools = "tool calls are not parsed yet; the template gets `tools`, the reply is text";
 constexpr const char* kSampler = "this sampler is not built (top_k, top_p, min_p and temperature are)";
@@ -67,6 +66,14 @@ const std::vector<FieldInfo>& request_fields() {
       {"ignore_eos", kBothEndpoints, S::kImplemented, "", ""},
       {"tools", kChatOnly, S::kImplemented, "", ""},
       {"chat_template_kwargs", kChatOnly, S::kImplemented, "", ""},
+      {"n", kBothEndpoints, S::kImplemented, "", ""},
+      {"presence_penalty", kBothEndpoints, S::kImplemented, "", ""},
+      {"frequency_penalty", kBothEndpoints, S::kImplemented, "", ""},
+      {"repeat_penalty", kBothEndpoints, S::kImplemented, "", ""},
+      {"repeat_last_n", kBothEndpoints, S::kImplemented, "", ""},
+      {"logit_bias", kBothEndpoints, S::kImplemented, "", ""},
+      {"logprobs", kBothEndpoints, S::kImplemented, "", ""},
+      {"top_logprobs", kChatOnly, S::kImplemented, "", ""},
       // Metadata for OpenAI's platform: no effect on a reply by definition.
       {"user", kBothEndpoints, S::kImplemented, "", ""},
       {"store", kChatOnly, S::kNeutralOnly, "false", "stored completions are an OpenAI platform feature"},
@@ -75,18 +82,10 @@ const std::vector<FieldInfo>& request_fields() {
       {"prompt_cache_key", kChatOnly, S::kImplemented, "", ""},
       {"safety_identifier", kChatOnly, S::kImplemented, "", ""},
       // Built only at their neutral values so far.
-      {"n", kBothEndpoints, S::kNeutralOnly, "1", "several choices per request are not built yet"},
-      {"best_of", kCompletionOnly, S::kNeutralOnly, "1", "several candidates per request are not built yet"},
+      {"best_of", kCompletionOnly, S::kNeutralOnly, "1", "ranking candidates is not built; n gives several choices"},
       {"echo", kCompletionOnly, S::kNeutralOnly, "false", "echoing the prompt is not built yet"},
       {"suffix", kCompletionOnly, S::kNeutralOnly, "\"\"", "insertion (a suffix after the completion) is not built"},
-      {"presence_penalty", kBothEndpoints, S::kNeutralOnly, "0", kPenalties},
-      {"frequency_penalty", kBothEndpoints, S::kNeutralOnly, "0", kPenalties},
-      {"repeat_penalty", kBothEndpoints, S::kNeutralOnly, "1", kPenalties},
-      {"repeat_last_n", kBothEndpoints, S::kNeutralOnly, "*", ""},
-      {"penalize_nl", kBothEndpoints, S::kNeutralOnly, "false", kPenalties},
-      {"logit_bias", kBothEndpoints, S::kNeutralOnly, "{}|[]", "logit biases are not built yet"},
-      {"logprobs", kBothEndpoints, S::kNeutralOnly, "false", kLogprobs},
-      {"top_logprobs", kChatOnly, S::kNeutralOnly, "0", kLogprobs},
+      {"penalize_nl", kBothEndpoints, S::kNeutralOnly, "false", "dropped by llama.cpp; newlines are penalized like any token"},
       {"n_probs", kBothEndpoints, S::kNeutralOnly, "0", kLogprobs},
       {"post_sampling_probs", kBothEndpoints, S::kNeutralOnly, "false", kLogprobs},
       {"response_format", kBothEndpoints, S::kNeutralOnly, R"({"type":"text"})", kStructured},

@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cctype>
 #include <cstdio>
+#include <cstdlib>
 #include <limits>
 
 namespace onebit {
@@ -104,27 +106,55 @@ ApiResult<ordered_json> parse_messages(const ordered_json& body) {
   return out;
 }
 
-// prompt: a string, an array of one string, or an array of token ids.
+// A token id list at `name`: integers 0 to 2^31-1 (the vocabulary check comes later).
+ApiResult<std::vector<int32_t>> token_list(const ordered_json& list, const std::string& name) {
+  if (list.empty()) return invalid_request("'" + name + "' is an empty array; give a string or token ids");
+  std::vector<int32_t> out;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const auto& t = list[i];
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > std::numeric_limits<int32_t>::max()) {
+      return invalid_request("'" + name + "[" + std::to_string(i) + "]' must be a token id (an integer >= 0); "
+                             "a prompt is a string, an array of strings, token ids, or an array of token-id arrays");
+    }
+    out.push_back(static_cast<int32_t>(t.get<int64_t>()));
+  }
+  return out;
+}
+
+// prompt: a string, an array of strings, an array of token ids, or an array of token-id arrays
+// (OpenAI's batch forms: every prompt becomes its own choices).
 ApiResult<bool> parse_prompt(const ordered_json& body, CompletionRequest& r) {
   auto it = body.find("prompt");
   if (it == body.end() || it->is_null()) return invalid_request("'prompt' is required: a string or an array of token ids");
   if (it->is_string()) {
-    r.prompt_text = it->get<std::string>();
+    r.prompts.push_back({it->get<std::string>(), {}, false});
     return true;
   }
-  if (!it->is_array()) return wrong_type("prompt", "a string or an array of token ids", *it);
-  if (it->size() == 1 && (*it)[0].is_string()) {
-    r.prompt_text = (*it)[0].get<std::string>();
-    return true;
-  }
+  if (!it->is_array()) return wrong_type("prompt", "a string, an array of strings or an array of token ids", *it);
   if (it->empty()) return invalid_request("'prompt' is an empty array; give a string or token ids");
+  if (it->size() > size_t(kMaxPrompts)) {
+    return invalid_request("'prompt' holds " + std::to_string(it->size()) + " prompts; allowed at most " + std::to_string(kMaxPrompts));
+  }
+  const auto& first = (*it)[0];
+  if (first.is_number()) {
+    auto ids = token_list(*it, "prompt");
+    if (!ids.ok()) return ids.error;
+    r.prompts.push_back({"", std::move(*ids.value), true});
+    return true;
+  }
   for (size_t i = 0; i < it->size(); ++i) {
-    const auto& t = (*it)[i];
-    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > std::numeric_limits<int32_t>::max()) {
-      return invalid_request("'prompt[" + std::to_string(i) + "]' must be a token id (an integer >= 0); "
-                             "a prompt array holds one string or token ids");
+    const auto& p = (*it)[i];
+    const std::string name = "prompt[" + std::to_string(i) + "]";
+    if (p.is_string() && first.is_string()) {
+      r.prompts.push_back({p.get<std::string>(), {}, false});
+    } else if (p.is_array() && first.is_array()) {
+      auto ids = token_list(p, name);
+      if (!ids.ok()) return ids.error;
+      r.prompts.push_back({"", std::move(*ids.value), true});
+    } else {
+      return invalid_request("'" + name + "' is " + type_name(p) + ", unlike prompt[0] (" + type_name(first) +
+                             "); a prompt array holds strings, token ids, or token-id arrays, not a mix");
     }
-    r.prompt_tokens.push_back(static_cast<int32_t>(t.get<int64_t>()));
   }
   return true;
 }
@@ -155,11 +185,14 @@ ApiResult<bool> parse_limits(const ordered_json& body, CompletionRequest& r) {
     if (*v.value && !r.max_tokens) r.max_tokens = **v.value;
   }
   // llama-server's n_predict: -1 means "until the context is full".
-  auto n = read_int(body, "n_predict", -1, kMaxTokens);
+  auto predict = read_int(body, "n_predict", -1, kMaxTokens);
+  if (!predict.ok()) return predict.error;
+  if (*predict.value && **predict.value == 0) return invalid_request("'n_predict' is 0; allowed -1 (no limit) or 1 to " + std::to_string(kMaxTokens));
+  if (*predict.value && **predict.value > 0 && !r.max_tokens) r.max_tokens = **predict.value;
+  auto n = read_int(body, "n", 1, kMaxChoices);
   if (!n.ok()) return n.error;
-  if (*n.value && **n.value == 0) return invalid_request("'n_predict' is 0; allowed -1 (no limit) or 1 to " + std::to_string(kMaxTokens));
-  if (*n.value && **n.value > 0 && !r.max_tokens) r.max_tokens = **n.value;
-  return true;  // `n` is checked by the field table (only 1)
+  r.n = n.value->value_or(1);
+  return true;
 }
 
 ApiResult<bool> parse_sampling(const ordered_json& body, CompletionRequest& r) {
@@ -184,6 +217,90 @@ ApiResult<bool> parse_sampling(const ordered_json& body, CompletionRequest& r) {
     else if (it->is_number_integer() && it->get<int64_t>() == -1) r.seed = std::nullopt;  // llama-server: random
     else return invalid_request("'seed' must be an integer from 0 to 18446744073709551615 (or -1 for random), got " + it->dump());
   }
+  return true;
+}
+
+// logit_bias: {"token id": bias} (OpenAI) or [[id, bias], ...] (llama-server); a bias is a
+// number -100 to 100, or false (llama-server's ban).
+ApiResult<bool> parse_logit_bias(const ordered_json& body, CompletionRequest& r) {
+  auto it = body.find("logit_bias");
+  if (it == body.end() || it->is_null()) return true;
+  auto add = [&](const std::string& where, int64_t id, const ordered_json& bias) -> ApiResult<bool> {
+    double b = 0.0;
+    if (bias.is_boolean() && !bias.get<bool>()) b = -100.0;
+    else if (bias.is_number() && std::isfinite(bias.get<double>()) && bias.get<double>() >= -100.0 && bias.get<double>() <= 100.0) b = bias.get<double>();
+    else return invalid_request("'" + where + "' is " + bias.dump() + "; allowed a number -100 to 100 (-100 bans the token) or false");
+    r.logit_bias.emplace_back(id, b);
+    return true;
+  };
+  if (it->is_object()) {
+    for (auto e = it->begin(); e != it->end(); ++e) {
+      const std::string& key = e.key();
+      const std::string where = "logit_bias[\"" + key.substr(0, 32) + "\"]";
+      char* end = nullptr;
+      const long long id = key.empty() || key.size() > 10 ? -1 : std::strtoll(key.c_str(), &end, 10);
+      if (id < 0 || end == nullptr || *end != '\0' || !std::isdigit(static_cast<unsigned char>(key[0])) || id > std::numeric_limits<int32_t>::max()) {
+        return invalid_request("'logit_bias' key \"" + key.substr(0, 32) + "\" is not a token id; keys are token ids as decimal strings, e.g. {\"50256\": -100}");
+      }
+      auto st = add(where, id, e.value());
+      if (!st.ok()) return st.error;
+    }
+    return true;
+  }
+  if (!it->is_array()) return wrong_type("logit_bias", "an object {\"token id\": bias} or an array of [token id, bias] pairs", *it);
+  for (size_t i = 0; i < it->size(); ++i) {
+    const auto& pair = (*it)[i];
+    const std::string where = "logit_bias[" + std::to_string(i) + "]";
+    if (!pair.is_array() || pair.size() != 2 || !pair[0].is_number_integer() || pair[0].get<int64_t>() < 0 ||
+        pair[0].get<int64_t>() > std::numeric_limits<int32_t>::max()) {
+      return invalid_request("'" + where + "' must be a pair [token id, bias], got " + pair.dump().substr(0, 64));
+    }
+    auto st = add(where + "[1]", pair[0].get<int64_t>(), pair[1]);
+    if (!st.ok()) return st.error;
+  }
+  return true;
+}
+
+ApiResult<bool> parse_penalties(const ordered_json& body, CompletionRequest& r) {
+  auto presence = read_number(body, "presence_penalty", -2.0, 2.0);
+  if (!presence.ok()) return presence.error;
+  r.presence_penalty = presence.value->value_or(0.0);
+  auto frequency = read_number(body, "frequency_penalty", -2.0, 2.0);
+  if (!frequency.ok()) return frequency.error;
+  r.frequency_penalty = frequency.value->value_or(0.0);
+  auto repeat = read_number(body, "repeat_penalty", 0.0, 10.0);
+  if (!repeat.ok()) return repeat.error;
+  if (*repeat.value && **repeat.value <= 0.0) return invalid_request("'repeat_penalty' is 0; allowed > 0 to 10 (1 = off)");
+  r.repeat_penalty = repeat.value->value_or(1.0);
+  auto last_n = read_int(body, "repeat_last_n", -1, kMaxTokens);
+  if (!last_n.ok()) return last_n.error;
+  r.repeat_last_n = last_n.value->value_or(64);
+  return parse_logit_bias(body, r);
+}
+
+// Chat: logprobs (boolean) and top_logprobs (0 to 20, needs logprobs); completions: logprobs as
+// the number of alternatives (0 to 20).
+ApiResult<bool> parse_logprobs(const ordered_json& body, CompletionRequest& r) {
+  const std::string range = "0 to " + std::to_string(kMaxLogprobsAsked);
+  if (r.endpoint == Endpoint::kChat) {
+    auto on = read_bool(body, "logprobs");
+    if (!on.ok()) return on.error;
+    auto top = read_int(body, "top_logprobs", 0, kMaxLogprobsAsked);
+    if (!top.ok()) return top.error;
+    if (*top.value && **top.value > 0 && !on.value->value_or(false)) {
+      return invalid_request("'top_logprobs' needs 'logprobs': true");
+    }
+    if (on.value->value_or(false)) r.logprobs = top.value->value_or(0);
+    return true;
+  }
+  auto it = body.find("logprobs");
+  if (it == body.end() || it->is_null() || (it->is_boolean() && !it->get<bool>())) return true;
+  if (it->is_boolean()) {
+    return invalid_request("'logprobs' is true; in /v1/completions it is the number of alternatives per token, " + range);
+  }
+  auto n = read_int(body, "logprobs", 0, kMaxLogprobsAsked);
+  if (!n.ok()) return n.error;
+  r.logprobs = **n.value;
   return true;
 }
 
@@ -306,7 +423,7 @@ ApiResult<CompletionRequest> parse_completion_request(const std::string& body, E
   if (auto fields = check_request_fields(j, endpoint); !fields.ok()) return fields.error;
   CompletionRequest r;
   r.endpoint = endpoint;
-  for (auto step : {parse_limits, parse_sampling, parse_stop, parse_options}) {
+  for (auto step : {parse_limits, parse_sampling, parse_penalties, parse_logprobs, parse_stop, parse_options}) {
     auto st = step(j, r);
     if (!st.ok()) return st.error;
   }

@@ -30,19 +30,36 @@ inline ApiError invalid_request(std::string message) { return {ApiErrorKind::kIn
 
 enum class Endpoint { kChat, kCompletion };
 
+// One prompt of /v1/completions: text, or token ids (used as given).
+struct PromptInput {
+  std::string text;
+  std::vector<int32_t> tokens;
+  bool is_tokens = false;
+};
+
+inline constexpr int64_t kMaxChoices = 128;    // n at most
+inline constexpr int64_t kMaxPrompts = 2048;   // prompts of one /v1/completions request at most
+inline constexpr int64_t kMaxLogprobsAsked = 20;
+
 struct CompletionRequest {
   Endpoint endpoint = Endpoint::kChat;
   nlohmann::ordered_json messages;         // chat: the messages, content parts joined into text
   nlohmann::ordered_json tools;            // chat: null or an array
   nlohmann::ordered_json template_kwargs;  // chat_template_kwargs: null or an object
-  std::string prompt_text;                 // completion: a text prompt
-  std::vector<int32_t> prompt_tokens;      // completion: a token prompt (used when non-empty)
+  std::vector<PromptInput> prompts;        // completion: one or more prompts (a batch)
+  int64_t n = 1;                           // choices per prompt
   std::optional<int64_t> max_tokens;       // max_tokens | max_completion_tokens | n_predict; absent: to the context
   double temperature = 0.8;                // 0 = greedy
   int64_t top_k = 40;
   double top_p = 0.95;
   double min_p = 0.05;
   std::optional<uint64_t> seed;            // absent: random
+  double presence_penalty = 0.0;           // OpenAI's, over the reply's tokens
+  double frequency_penalty = 0.0;
+  double repeat_penalty = 1.0;             // llama-server's, over the last repeat_last_n tokens
+  int64_t repeat_last_n = 64;              // -1: the whole context
+  std::vector<std::pair<int64_t, double>> logit_bias;  // token id -> bias; -100 bans
+  int64_t logprobs = -1;                   // -1: none; else top alternatives per token (0..20)
   std::vector<std::string> stop;
   bool stream = false;
   bool include_usage = false;              // stream_options.include_usage

@@ -61,22 +61,24 @@ ApiResult<std::string> ApiService::render_chat(const CompletionRequest& r) const
   return std::move(*out);
 }
 
-ApiResult<std::vector<TokenId>> ApiService::prompt_tokens(const CompletionRequest& r, std::string& rendered) const {
-  if (r.endpoint == Endpoint::kCompletion && !r.prompt_tokens.empty()) {
-    for (size_t i = 0; i < r.prompt_tokens.size(); ++i) {
-      if (r.prompt_tokens[i] >= tokenizer_.vocab_size()) {
-        return invalid_request("'prompt[" + std::to_string(i) + "]' is " + std::to_string(r.prompt_tokens[i]) +
+ApiResult<std::vector<TokenId>> ApiService::prompt_tokens(const CompletionRequest& r, size_t index, std::string& rendered) const {
+  const std::string name = r.prompts.size() > 1 ? "prompt[" + std::to_string(index) + "]" : "prompt";
+  if (r.endpoint == Endpoint::kCompletion && r.prompts[index].is_tokens) {
+    const std::vector<int32_t>& ids = r.prompts[index].tokens;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (ids[i] >= tokenizer_.vocab_size()) {
+        return invalid_request("'" + name + "[" + std::to_string(i) + "]' is " + std::to_string(ids[i]) +
                                "; token ids go from 0 to " + std::to_string(tokenizer_.vocab_size() - 1));
       }
     }
-    return r.prompt_tokens;
+    return ids;
   }
   if (r.endpoint == Endpoint::kChat) {
     auto text = render_chat(r);
     if (!text.ok()) return text.error;
     rendered = std::move(*text.value);
   } else {
-    rendered = r.prompt_text;
+    rendered = r.prompts[index].text;
   }
   // A text longer than the context's tokens can cover at the vocabulary's longest piece cannot
   // fit: refused before tokenizing it.
@@ -88,52 +90,87 @@ ApiResult<std::vector<TokenId>> ApiService::prompt_tokens(const CompletionReques
                         std::to_string(max_piece_bytes_) + " bytes); shorten the prompt or raise --ctx-size"};
   }
   std::vector<TokenId> ids = encode_rendered_chat(tokenizer_, rendered);
-  if (ids.empty()) return invalid_request("the prompt is empty (no tokens); give some text");
+  if (ids.empty()) return invalid_request("'" + name + "' is empty (no tokens); give some text");
   return ids;
+}
+
+ApiResult<SamplerParams> ApiService::sampler_params(const CompletionRequest& r) const {
+  SamplerParams p;
+  p.temperature = static_cast<float>(r.temperature);
+  p.top_k = static_cast<int32_t>(r.top_k);
+  p.top_p = static_cast<float>(r.top_p);
+  p.min_p = static_cast<float>(r.min_p);
+  p.seed = r.seed ? *r.seed : std::random_device{}();
+  p.presence_penalty = static_cast<float>(r.presence_penalty);
+  p.frequency_penalty = static_cast<float>(r.frequency_penalty);
+  p.repeat_penalty = static_cast<float>(r.repeat_penalty);
+  p.repeat_last_n = static_cast<int32_t>(r.repeat_last_n);
+  p.n_logprobs = static_cast<int32_t>(r.logprobs);
+  for (const auto& [id, bias] : r.logit_bias) {
+    if (id >= tokenizer_.vocab_size()) {
+      return invalid_request("'logit_bias' names token " + std::to_string(id) + "; token ids go from 0 to " +
+                             std::to_string(tokenizer_.vocab_size() - 1));
+    }
+    p.logit_bias.push_back({static_cast<int32_t>(id), static_cast<float>(bias)});
+  }
+  if (auto st = validate(p); !st.ok()) return invalid_request(st.message());
+  return p;
 }
 
 ApiResult<std::unique_ptr<Completion>> ApiService::start_completion(const std::string& body, Endpoint endpoint) {
   auto parsed = parse_completion_request(body, endpoint, max_json_values(engine_.n_ctx()));
   if (!parsed.ok()) return parsed.error;
   const CompletionRequest& r = *parsed.value;
-  std::string rendered;
-  auto ids = prompt_tokens(r, rendered);
-  if (!ids.ok()) return ids.error;
-  const int64_t n_prompt = static_cast<int64_t>(ids.value->size());
+  auto sampler = sampler_params(r);
+  if (!sampler.ok()) return sampler.error;
+  const size_t n_prompts = r.endpoint == Endpoint::kChat ? 1 : r.prompts.size();
   const int64_t n_ctx = engine_.n_ctx();
-  const int64_t wanted = r.max_tokens.value_or(1);
-  if (n_prompt + wanted > n_ctx) {
-    return ApiError{ApiErrorKind::kExceedContext,
-                    "the request needs " + std::to_string(n_prompt + wanted) + " positions (prompt " + std::to_string(n_prompt) +
-                        " tokens + max_tokens " + std::to_string(wanted) + "); the context is " + std::to_string(n_ctx) +
-                        "; shorten the prompt, lower max_tokens, or raise --ctx-size"};
-  }
-  SequenceRequest seq;
-  seq.prompt = std::move(*ids.value);
-  seq.n_predict = static_cast<int32_t>(r.max_tokens.value_or(n_ctx - n_prompt));
-  seq.sampler.temperature = static_cast<float>(r.temperature);
-  seq.sampler.top_k = static_cast<int32_t>(r.top_k);
-  seq.sampler.top_p = static_cast<float>(r.top_p);
-  seq.sampler.min_p = static_cast<float>(r.min_p);
-  seq.sampler.seed = r.seed ? *r.seed : std::random_device{}();
-  seq.cache_prompt = r.cache_prompt;
-  seq.ignore_eos = r.ignore_eos;
-  seq.pool = options_.pool;
-  if (auto st = validate(seq.sampler); !st.ok()) return invalid_request(st.message());
-  auto handle = engine_.submit(std::move(seq));
-  if (!handle.ok()) return ApiError{ApiErrorKind::kUnavailable, handle.message()};
-
+  std::string rendered;
+  std::vector<SequenceRequest> seqs;
   CompletionSetup setup;
+  for (size_t p = 0; p < n_prompts; ++p) {
+    auto ids = prompt_tokens(r, p, rendered);
+    if (!ids.ok()) return ids.error;
+    const int64_t n_prompt = static_cast<int64_t>(ids.value->size());
+    const int64_t wanted = r.max_tokens.value_or(1);
+    if (n_prompt + wanted > n_ctx) {
+      const std::string which = n_prompts > 1 ? "prompt[" + std::to_string(p) + "]" : "prompt";
+      return ApiError{ApiErrorKind::kExceedContext,
+                      "the request needs " + std::to_string(n_prompt + wanted) + " positions (" + which + " " +
+                          std::to_string(n_prompt) + " tokens + max_tokens " + std::to_string(wanted) + "); the context is " +
+                          std::to_string(n_ctx) + "; shorten the prompt, lower max_tokens, or raise --ctx-size"};
+    }
+    // n choices of one prompt: the first computes the prompt, the others take it from the prefix
+    // cache (each gets its own seed, derived from the request's).
+    const int32_t leader = static_cast<int32_t>(seqs.size());
+    for (int64_t j = 0; j < r.n; ++j) {
+      SequenceRequest seq;
+      seq.prompt = *ids.value;
+      seq.n_predict = static_cast<int32_t>(r.max_tokens.value_or(n_ctx - n_prompt));
+      seq.sampler = *sampler.value;
+      seq.sampler.seed = sampler.value->seed + static_cast<uint64_t>(seqs.size());
+      seq.cache_prompt = r.cache_prompt;
+      seq.ignore_eos = r.ignore_eos;
+      seq.pool = options_.pool;
+      if (j > 0 && r.cache_prompt) seq.after = leader;
+      seqs.push_back(std::move(seq));
+      setup.choice_prompt.push_back(static_cast<int32_t>(p));
+    }
+  }
+  auto handles = engine_.submit_all(std::move(seqs));
+  if (!handles.ok()) return ApiError{ApiErrorKind::kUnavailable, handles.message()};
+
   setup.endpoint = endpoint;
   setup.id = std::string(endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id_.fetch_add(1));
   setup.created = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   setup.model = options_.alias;
   setup.stream = r.stream;
   setup.include_usage = r.include_usage;
+  setup.n_logprobs = static_cast<int32_t>(r.logprobs);
   setup.text.stop = r.stop;
   setup.text.split_reasoning = endpoint == Endpoint::kChat && r.split_reasoning;
   setup.text.starts_in_reasoning = setup.text.split_reasoning && ends_inside_think(rendered, setup.text.think_open);
-  return std::make_unique<Completion>(std::move(setup), std::move(*handle), tokenizer_);
+  return std::make_unique<Completion>(std::move(setup), std::move(*handles), tokenizer_);
 }
 
 ApiResult<json> ApiService::tokenize(const std::string& body) const {

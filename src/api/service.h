@@ -46,7 +46,10 @@ class ApiService {
  private:
   ApiService(const Tokenizer& tokenizer, Engine& engine, ServiceOptions options);
   ApiResult<std::string> render_chat(const CompletionRequest& r) const;
-  ApiResult<std::vector<TokenId>> prompt_tokens(const CompletionRequest& r, std::string& rendered) const;
+  // The tokens of prompt `index` (the chat's rendered messages, or r.prompts[index]).
+  ApiResult<std::vector<TokenId>> prompt_tokens(const CompletionRequest& r, size_t index, std::string& rendered) const;
+  // The sampler settings of `r`, checked (logit_bias ids against the vocabulary).
+  ApiResult<SamplerParams> sampler_params(const CompletionRequest& r) const;
 
   const Tokenizer& tokenizer_;
   Engine& engine_;

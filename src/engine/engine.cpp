@@ -21,6 +21,24 @@ double now_ms() {
 
 }  // namespace
 
+uint64_t HandleSignal::count() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return count_;
+}
+
+void HandleSignal::notify() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++count_;
+  }
+  cv_.notify_all();
+}
+
+void HandleSignal::wait(uint64_t seen, int timeout_ms) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return count_ != seen; });
+}
+
 SequenceEvents SequenceHandle::wait(int timeout_ms) {
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
@@ -28,15 +46,18 @@ SequenceEvents SequenceHandle::wait(int timeout_ms) {
   // The finish stays: later waits see it again, with no tokens.
   SequenceEvents out = pending_;
   pending_.tokens.clear();
+  pending_.logprobs.clear();
   return out;
 }
 
-void SequenceHandle::push_token(TokenId token) {
+void SequenceHandle::push_token(TokenId token, const SampledLogprobs* logprobs) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     pending_.tokens.push_back(token);
+    if (logprobs != nullptr) pending_.logprobs.push_back(*logprobs);
   }
   cv_.notify_all();
+  if (signal_) signal_->notify();
 }
 
 void SequenceHandle::finish(FinishReason reason, const SequenceStats& stats, std::string error) {
@@ -48,6 +69,7 @@ void SequenceHandle::finish(FinishReason reason, const SequenceStats& stats, std
     pending_.error = std::move(error);
   }
   cv_.notify_all();
+  if (signal_) signal_->notify();
 }
 
 // One submitted sequence, the worker's side.
@@ -61,6 +83,8 @@ struct Engine::Live {
   double started_ms = 0.0;         // first scheduled
   double decode_started_ms = 0.0;  // first token sampled
   int32_t n_generated = 0;
+  int64_t leader = -1;             // held until this sequence's prompt is computed
+  SampledLogprobs logprobs;        // scratch for the sampler
 };
 
 Result<EngineLayout> plan_engine_layout(const EngineOptions& o) {
@@ -145,7 +169,7 @@ Engine::~Engine() {
   while (!live_.empty()) finish(*live_.begin()->second, FinishReason::kCancelled);
 }
 
-Result<std::shared_ptr<SequenceHandle>> Engine::submit(SequenceRequest request) {
+Status Engine::check(const SequenceRequest& request) const {
   if (request.prompt.empty()) return make_error("the prompt has no tokens");
   if (request.n_predict < 1) return make_error("n_predict is " + std::to_string(request.n_predict) + "; allowed >= 1");
   const int64_t needed = static_cast<int64_t>(request.prompt.size()) + request.n_predict;
@@ -163,30 +187,58 @@ Result<std::shared_ptr<SequenceHandle>> Engine::submit(SequenceRequest request) 
   if (request.pool < 0 || request.pool >= static_cast<int32_t>(layout_.pool_slots.size())) {
     return make_error("slot pool " + std::to_string(request.pool) + " does not exist");
   }
-  auto live = std::make_unique<Live>();
-  live->handle = std::make_shared<SequenceHandle>();
-  live->queued_ms = now_ms();
-  auto handle = live->handle;
+  return ok_status();
+}
+
+Result<std::shared_ptr<SequenceHandle>> Engine::submit(SequenceRequest request) {
+  std::vector<SequenceRequest> one;
+  one.push_back(std::move(request));
+  ONEBIT_ASSIGN_OR_RETURN(auto handles, submit_all(std::move(one)));
+  return handles[0];
+}
+
+Result<std::vector<std::shared_ptr<SequenceHandle>>> Engine::submit_all(std::vector<SequenceRequest> requests) {
+  if (requests.empty()) return make_error("no sequences to run");
+  for (size_t i = 0; i < requests.size(); ++i) {
+    ONEBIT_TRY(check(requests[i]));
+    if (requests[i].after >= static_cast<int32_t>(i)) return make_error("a sequence can only wait for an earlier one");
+  }
+  std::vector<std::unique_ptr<Live>> lives;
+  std::vector<std::shared_ptr<SequenceHandle>> handles;
+  auto signal = std::make_shared<HandleSignal>();
+  for (size_t i = 0; i < requests.size(); ++i) {
+    auto live = std::make_unique<Live>();
+    live->handle = std::make_shared<SequenceHandle>(signal);
+    live->queued_ms = now_ms();
+    handles.push_back(live->handle);
+    lives.push_back(std::move(live));
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (aborting_) return make_error(abort_message_);
     // Those that a free slot will take at once do not wait.
     const size_t free_slots = size_t(total_slots_) - std::min(size_t(total_slots_), published_.n_running);
-    const size_t waiting = incoming_.size() + published_.n_queued;
+    const size_t waiting = incoming_.size() + published_.n_queued + requests.size() - 1;
     if (waiting >= options_.max_queue + free_slots) {
       return make_error("the queue is full (" + std::to_string(waiting - std::min(waiting, free_slots)) +
                         " waiting); retry later");
     }
-    live->seq.id = next_id_++;
-    live->seq.pool = request.pool;
-    live->seq.tokens = std::move(request.prompt);
-    live->seq.n_prompt = static_cast<int32_t>(live->seq.tokens.size());
-    live->seq.cache_prompt = request.cache_prompt;
-    live->request = std::move(request);
-    incoming_.push_back(std::move(live));
+    const int64_t first_id = next_id_;
+    for (size_t i = 0; i < requests.size(); ++i) {
+      Live& live = *lives[i];
+      SequenceRequest& request = requests[i];
+      live.seq.id = next_id_++;
+      live.seq.pool = request.pool;
+      live.seq.tokens = std::move(request.prompt);
+      live.seq.n_prompt = static_cast<int32_t>(live.seq.tokens.size());
+      live.seq.cache_prompt = request.cache_prompt;
+      if (request.after >= 0) live.leader = first_id + request.after;
+      live.request = std::move(request);
+      incoming_.push_back(std::move(lives[i]));
+    }
   }
   cv_.notify_all();
-  return handle;
+  return handles;
 }
 
 EngineState Engine::state() const {
@@ -198,7 +250,7 @@ EngineState Engine::state() const {
 
 void Engine::publish() {
   EngineState s;
-  s.n_queued = scheduler_.waiting().size();
+  s.n_queued = scheduler_.waiting().size() + held_.size();
   s.n_running = scheduler_.running().size();
   s.pool_running.assign(layout_.pool_slots.size(), 0);
   for (const Sequence* seq : scheduler_.running()) ++s.pool_running[seq->pool];
@@ -242,8 +294,9 @@ void Engine::worker_loop() {
         live->sampler = std::make_unique<Sampler>(live->request.sampler);
         live->stats.n_prompt_tokens = live->seq.n_prompt;
         Sequence* seq = &live->seq;
+        if (live->leader >= 0) held_.push_back(live.get());
+        else scheduler_.add(seq);
         live_.emplace(seq->id, std::move(live));
-        scheduler_.add(seq);
         ++published_.n_queued;  // still counted by submit's queue limit until the next publish
       }
       if (aborting_) abort = abort_message_;
@@ -268,11 +321,24 @@ void Engine::finish(Live& live, FinishReason reason, const std::string& error) {
   live.stats.n_cached_tokens = live.seq.n_cached;
   live.stats.n_generated_tokens = live.n_generated;
   scheduler_.remove(&live.seq);
+  held_.erase(std::remove(held_.begin(), held_.end(), &live), held_.end());
   auto handle = std::move(live.handle);
   const SequenceStats stats = live.stats;
   live_.erase(live.seq.id);  // `live` is gone from here on
   publish();                 // the owner hears of the end after the state shows it
   handle->finish(reason, stats, error);
+}
+
+void Engine::release_held() {
+  for (auto it = held_.begin(); it != held_.end();) {
+    const auto leader = live_.find((*it)->leader);
+    if (leader == live_.end() || leader->second->seq.n_computed >= leader->second->seq.n_prompt) {
+      scheduler_.add(&(*it)->seq);
+      it = held_.erase(it);
+    } else {
+      ++it;
+    }
+  }
 }
 
 int32_t Engine::prefill_cap() const {
@@ -327,6 +393,7 @@ void Engine::step() {
     Live& live = *(it++)->second;
     if (live.handle->cancelled()) finish(live, FinishReason::kCancelled);
   }
+  release_held();
   StepPlan plan = scheduler_.schedule(prefill_cap());
   if (plan.empty()) {
     publish();
@@ -381,9 +448,15 @@ void Engine::sample_and_stream(const StepPlan& plan, double now) {
     if (live.request.ignore_eos) {
       for (TokenId id : end_tokens_) row[id] = -std::numeric_limits<float>::infinity();
     }
-    const TokenId token = live.sampler->sample(std::span<const float>(row, vocab));
+    const bool want_logprobs = live.request.sampler.n_logprobs >= 0;
+    const TokenId token = live.sampler->sample(std::span<float>(row, vocab), live.seq.tokens, size_t(live.seq.n_prompt),
+                                               want_logprobs ? &live.logprobs : nullptr);
+    if (token < 0) {
+      finish(live, FinishReason::kError, "no token can be sampled: logit_bias bans every token");
+      continue;
+    }
     ++live.n_generated;
-    live.handle->push_token(token);
+    live.handle->push_token(token, want_logprobs ? &live.logprobs : nullptr);
     if (!live.request.ignore_eos && options_.is_end && options_.is_end(token)) {
       finish(live, FinishReason::kEnd);
     } else if (live.n_generated >= live.request.n_predict ||

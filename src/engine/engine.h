@@ -40,6 +40,9 @@ struct SequenceRequest {
   int32_t pool = 0;             // slot pool: 0 primary, 1 overflow (--adaptive)
   bool ignore_eos = false;      // end-of-generation tokens are never sampled (as llama-server's
                                 // ignore_eos): only n_predict or the context end the sequence
+  int32_t after = -1;           // submit_all: the index of an earlier request of the same call
+                                // whose prompt must be computed before this one is admitted, so
+                                // this one takes that prompt from the prefix cache (n > 1)
 };
 
 // Counts and times of one finished sequence.
@@ -55,15 +58,32 @@ struct SequenceStats {
 // What the worker sends a sequence's owner: new tokens, then once the finish.
 struct SequenceEvents {
   std::vector<TokenId> tokens;
+  std::vector<SampledLogprobs> logprobs;  // [tokens] when the sampler was asked for them
   bool finished = false;
   FinishReason reason = FinishReason::kNone;
   std::string error;  // for kError
   SequenceStats stats;
 };
 
+// Wakes the owner of several handles when any of them has news (submit_all gives one to all).
+class HandleSignal {
+ public:
+  uint64_t count() const;
+  void notify();
+  // Waits up to timeout_ms for a notify after count() was `seen`.
+  void wait(uint64_t seen, int timeout_ms);
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  uint64_t count_ = 0;
+};
+
 // The owner's side of one submitted sequence. Thread-safe.
 class SequenceHandle {
  public:
+  explicit SequenceHandle(std::shared_ptr<HandleSignal> signal = nullptr) : signal_(std::move(signal)) {}
+  const std::shared_ptr<HandleSignal>& signal() const { return signal_; }
   // Waits up to timeout_ms for news; returns what arrived (tokens and/or the finish) and clears it.
   SequenceEvents wait(int timeout_ms);
   // Asks the worker to drop the sequence at its next step (a client left, a stop string matched).
@@ -71,12 +91,13 @@ class SequenceHandle {
   bool cancelled() const { return cancelled_.load(); }
 
   // Worker side.
-  void push_token(TokenId token);
+  void push_token(TokenId token, const SampledLogprobs* logprobs = nullptr);
   void finish(FinishReason reason, const SequenceStats& stats, std::string error = {});
 
  private:
   std::mutex mu_;
   std::condition_variable cv_;
+  std::shared_ptr<HandleSignal> signal_;
   SequenceEvents pending_;
   std::atomic<bool> cancelled_{false};
 };
@@ -149,6 +170,9 @@ class Engine {
   // (the message says so; callers check first for their own wording), a token id outside the
   // vocabulary, a pool that does not exist, the queue full.
   Result<std::shared_ptr<SequenceHandle>> submit(SequenceRequest request);
+  // Queues several sequences at once (all or none, as one request's choices): the same checks,
+  // and the queue limit counts them together.
+  Result<std::vector<std::shared_ptr<SequenceHandle>>> submit_all(std::vector<SequenceRequest> requests);
 
   // Shutdown: every queued and running sequence ends as kAborted with `message` at the worker's
   // next turn, and later submissions are refused with it. Thread-safe.
@@ -168,6 +192,9 @@ class Engine {
   void sample_and_stream(const StepPlan& plan, double now);
   void finish(Live& live, FinishReason reason, const std::string& error = {});
   int32_t prefill_cap() const;
+  // Admits held sequences whose leader computed its prompt (or ended).
+  void release_held();
+  Status check(const SequenceRequest& request) const;
   void learn_timing(const StepPlan& plan, double step_ms);
   void publish();
 
@@ -177,6 +204,7 @@ class Engine {
   BlockManager blocks_;
   Scheduler scheduler_;
   std::map<int64_t, std::unique_ptr<Live>> live_;  // worker only
+  std::vector<Live*> held_;                         // worker only: live, waiting for a leader
   StepBatch batch_;                                 // worker only: reused every step
   StepOutput out_;
   std::vector<TokenId> end_tokens_;  // every id is_end accepts (for ignore_eos), found at start

@@ -76,14 +76,66 @@ TEST(Request, ContentParts) {
 TEST(Request, Prompts) {
   auto text = parse_completion_request(R"({"prompt":"Once"})", Endpoint::kCompletion);
   ASSERT_TRUE(text.ok());
-  EXPECT_EQ(text.value->prompt_text, "Once");
+  ASSERT_EQ(text.value->prompts.size(), 1u);
+  EXPECT_EQ(text.value->prompts[0].text, "Once");
   auto one = parse_completion_request(R"({"prompt":["Once"]})", Endpoint::kCompletion);
-  EXPECT_EQ(one.value->prompt_text, "Once");
+  EXPECT_EQ(one.value->prompts[0].text, "Once");
   auto ids = parse_completion_request(R"({"prompt":[1,2,3]})", Endpoint::kCompletion);
-  EXPECT_EQ(ids.value->prompt_tokens, (std::vector<int32_t>{1, 2, 3}));
+  ASSERT_EQ(ids.value->prompts.size(), 1u);
+  EXPECT_TRUE(ids.value->prompts[0].is_tokens);
+  EXPECT_EQ(ids.value->prompts[0].tokens, (std::vector<int32_t>{1, 2, 3}));
+  // OpenAI's batch forms: a list of strings, a list of token lists.
+  auto texts = parse_completion_request(R"({"prompt":["a","b","c"]})", Endpoint::kCompletion);
+  ASSERT_EQ(texts.value->prompts.size(), 3u);
+  EXPECT_EQ(texts.value->prompts[2].text, "c");
+  auto lists = parse_completion_request(R"({"prompt":[[1,2],[3]]})", Endpoint::kCompletion);
+  ASSERT_EQ(lists.value->prompts.size(), 2u);
+  EXPECT_EQ(lists.value->prompts[1].tokens, (std::vector<int32_t>{3}));
   expect_error(parse_completion_request(R"({"prompt":[1,-2]})", Endpoint::kCompletion), "prompt[1]");
+  expect_error(parse_completion_request(R"({"prompt":["a",[1]]})", Endpoint::kCompletion), "'prompt[1]' is array, unlike prompt[0]");
+  expect_error(parse_completion_request(R"({"prompt":[[1],[]]})", Endpoint::kCompletion), "'prompt[1]' is an empty array");
   expect_error(parse_completion_request(R"({"prompt":5})", Endpoint::kCompletion), "'prompt' must be");
   expect_error(parse_completion_request(R"({})", Endpoint::kCompletion), "'prompt' is required");
+}
+
+TEST(Request, ChoicesPenaltiesBiasLogprobs) {
+  auto r = chat(R"(,"n":3,"presence_penalty":0.5,"frequency_penalty":-1,"repeat_penalty":1.1,"repeat_last_n":-1,)"
+                R"("logit_bias":{"7":-100,"12":2.5},"logprobs":true,"top_logprobs":4)");
+  ASSERT_TRUE(r.ok()) << r.error.message;
+  EXPECT_EQ(r.value->n, 3);
+  EXPECT_EQ(r.value->presence_penalty, 0.5);
+  EXPECT_EQ(r.value->frequency_penalty, -1.0);
+  EXPECT_EQ(r.value->repeat_penalty, 1.1);
+  EXPECT_EQ(r.value->repeat_last_n, -1);
+  EXPECT_EQ(r.value->logit_bias, (std::vector<std::pair<int64_t, double>>{{7, -100.0}, {12, 2.5}}));
+  EXPECT_EQ(r.value->logprobs, 4);
+  EXPECT_EQ(chat(R"(,"logprobs":true)").value->logprobs, 0);
+  EXPECT_EQ(chat(R"(,"logprobs":false)").value->logprobs, -1);
+  // llama-server's pair list, false = ban.
+  auto pairs = chat(R"(,"logit_bias":[[5,false],[6,1.5]])");
+  ASSERT_TRUE(pairs.ok()) << pairs.error.message;
+  EXPECT_EQ(pairs.value->logit_bias, (std::vector<std::pair<int64_t, double>>{{5, -100.0}, {6, 1.5}}));
+  // Completions: logprobs is a count.
+  auto c = parse_completion_request(R"({"prompt":"x","logprobs":5,"n":2})", Endpoint::kCompletion);
+  ASSERT_TRUE(c.ok()) << c.error.message;
+  EXPECT_EQ(c.value->logprobs, 5);
+  EXPECT_EQ(c.value->n, 2);
+  expect_error(parse_completion_request(R"({"prompt":"x","logprobs":true})", Endpoint::kCompletion), "number of alternatives");
+  expect_error(parse_completion_request(R"({"prompt":"x","logprobs":21})", Endpoint::kCompletion), "'logprobs' is 21; allowed 0 to 20");
+  expect_error(chat(R"(,"top_logprobs":3)"), "'top_logprobs' needs 'logprobs': true");
+  expect_error(chat(R"(,"logprobs":true,"top_logprobs":21)"), "'top_logprobs' is 21");
+  expect_error(chat(R"(,"n":0)"), "'n' is 0; allowed 1 to 128");
+  expect_error(chat(R"(,"n":129)"), "'n' is 129");
+  expect_error(chat(R"(,"presence_penalty":3)"), "'presence_penalty' is 3; allowed -2 to 2");
+  expect_error(chat(R"(,"frequency_penalty":"x")"), "'frequency_penalty' must be a number");
+  expect_error(chat(R"(,"repeat_penalty":0)"), "'repeat_penalty' is 0");
+  expect_error(chat(R"(,"repeat_last_n":-2)"), "'repeat_last_n' is -2");
+  expect_error(chat(R"(,"logit_bias":{"abc":1})"), "key \"abc\" is not a token id");
+  expect_error(chat(R"(,"logit_bias":{"-1":1})"), "is not a token id");
+  expect_error(chat(R"(,"logit_bias":{"5":101})"), "'logit_bias[\"5\"]' is 101; allowed a number -100 to 100");
+  expect_error(chat(R"(,"logit_bias":{"5":true})"), "'logit_bias[\"5\"]' is true");
+  expect_error(chat(R"(,"logit_bias":[[5]])"), "'logit_bias[0]' must be a pair");
+  expect_error(chat(R"(,"logit_bias":7)"), "'logit_bias' must be an object");
 }
 
 TEST(Request, ErrorsNameTheFieldAndRange) {
@@ -108,7 +160,6 @@ TEST(Request, ErrorsNameTheFieldAndRange) {
   expect_error(chat(R"(,"stream_options":3)"), "'stream_options'");
   expect_error(chat(R"(,"reasoning_format":"loud")"), "'reasoning_format'");
   expect_error(chat(R"(,"chat_template_kwargs":[])"), "'chat_template_kwargs'");
-  expect_error(chat(R"(,"n":2)"), "'n' is 2: only 1 is supported");
   expect_error(chat(R"(,"model":5)"), "'model'");
   expect_error(parse_completion_request(R"({"messages":[]})", Endpoint::kChat), "'messages' is empty");
   expect_error(parse_completion_request(R"({"messages":"hi"})", Endpoint::kChat), "'messages' must be");
@@ -141,19 +192,20 @@ TEST(RequestFields, NothingIsAcceptedAndIgnored) {
     return parse_completion_request(base + ",\"" + field + "\":" + value + "}", e);
   };
   // Neutral values pass, others are refused with the field, the value and what is allowed.
-  EXPECT_TRUE(one(Endpoint::kChat, "presence_penalty", "0").ok());
-  EXPECT_TRUE(one(Endpoint::kChat, "presence_penalty", "0.0").ok());
+  EXPECT_TRUE(one(Endpoint::kChat, "typical_p", "1").ok());
+  EXPECT_TRUE(one(Endpoint::kChat, "typical_p", "1.0").ok());
   EXPECT_TRUE(one(Endpoint::kChat, "response_format", R"({"type":"text"})").ok());
-  EXPECT_TRUE(one(Endpoint::kCompletion, "n", "1").ok());
-  EXPECT_TRUE(one(Endpoint::kChat, "logit_bias", "{}").ok());
-  EXPECT_TRUE(one(Endpoint::kChat, "logprobs", "null").ok());
-  auto pen = one(Endpoint::kChat, "presence_penalty", "0.5");
-  ASSERT_FALSE(pen.ok());
-  EXPECT_EQ(pen.error.message, "'presence_penalty' is 0.5: only 0 is supported (sampling penalties are not built yet)");
+  EXPECT_TRUE(one(Endpoint::kCompletion, "best_of", "1").ok());
+  EXPECT_TRUE(one(Endpoint::kChat, "n_probs", "0").ok());
+  EXPECT_TRUE(one(Endpoint::kChat, "mirostat", "null").ok());
+  auto typ = one(Endpoint::kChat, "typical_p", "0.5");
+  ASSERT_FALSE(typ.ok());
+  EXPECT_EQ(typ.error.message, "'typical_p' is 0.5: only 1 is supported (this sampler is not built (top_k, top_p, min_p and temperature are))");
   for (const auto& [field, value] : std::vector<std::pair<std::string, std::string>>{
            {"response_format", R"({"type":"json_object"})"}, {"response_format", R"({"type":"sound"})"},
-           {"logprobs", "true"}, {"top_logprobs", "5"}, {"logit_bias", R"({"15":-100})"}, {"n", "2"},
-           {"frequency_penalty", "1"}, {"repeat_penalty", "1.1"}, {"tool_choice", "\"required\""},
+           {"response_format", R"({"type":"json_schema","json_schema":{"schema":{}}})"},
+           {"n_probs", "5"}, {"post_sampling_probs", "true"}, {"best_of", "2"}, {"penalize_nl", "true"},
+           {"mirostat", "2"}, {"tool_choice", "\"required\""},
            {"grammar", "\"root ::= x\""}, {"json_schema", "{}"}, {"functions", "[]"}, {"samplers", "[]"},
            {"unknown_field", "1"}}) {
     auto r = one(Endpoint::kChat, field, value);

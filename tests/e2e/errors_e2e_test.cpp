@@ -73,7 +73,7 @@ std::vector<std::pair<std::string, std::string>> hostile_requests() {
       {comp, "{\"prompt\": \"\\ud800\"}"},
       {comp, "{\"prompt\": 12}"},
       {comp, "{\"prompt\": {}}"},
-      {comp, "{\"prompt\": [[1]]}"},
+      {comp, "{\"prompt\": [[1], \"a\"]}"},
       {comp, "{\"prompt\": [-1]}"},
       {comp, "{\"prompt\": [99999999]}"},
       {comp, "{\"prompt\": [1e400]}"},
@@ -99,7 +99,10 @@ std::vector<std::pair<std::string, std::string>> hostile_requests() {
       {comp, "{\"prompt\": \"a\", \"stream\": 1}"},
       {comp, "{\"prompt\": \"a\", \"stream_options\": \"yes\"}"},
       {comp, "{\"prompt\": \"a\", \"cache_prompt\": \"no\"}"},
-      {comp, "{\"prompt\": \"a\", \"n\": 3}"},
+      {comp, "{\"prompt\": \"a\", \"n\": 0}"},
+      {comp, "{\"prompt\": \"a\", \"n\": 129}"},
+      {comp, "{\"prompt\": \"a\", \"logit_bias\": {\"999999\": 1}}"},
+      {comp, "{\"prompt\": \"a\", \"logprobs\": 99}"},
       {comp, "{\"prompt\": \"a\", \"reasoning_format\": 5}"},
       {comp, std::string(200000, '[')},
       {comp, "{\"prompt\": \"a\", \"x\": " + std::string(5000, '[') + std::string(5000, ']') + "}"},
@@ -138,7 +141,7 @@ TEST_F(E2eErrors, HostileRequestsGet4xxAndTheServerKeepsServing) {
   // Nothing is accepted and ignored: fields we do not implement are refused by name (the field
   // table of docs/api.md), metadata such as `user` is taken.
   for (const auto& [field, value] : std::vector<std::pair<std::string, json>>{
-           {"frequency_penalty", 0.5}, {"logit_bias", {{"1", 2}}}, {"whatever", {1, 2}}}) {
+           {"typical_p", 0.5}, {"response_format", {{"type", "json_object"}}}, {"whatever", {1, 2}}}) {
     auto refused = server_.post("/v1/completions", json{{"prompt", "Once"}, {"max_tokens", 2}, {field, value}});
     expect_error_body(refused, 400, "invalid_request_error");
     EXPECT_NE(refused.raw.find("'" + field + "'"), std::string::npos) << refused.raw;

@@ -1,6 +1,9 @@
 // The official `openai` client against `1bit serve`: non-streaming and streaming replies agree,
 // usage and finish_reason are filled, errors surface as APIError with the server's status.
 // Usage: node openai_client.mjs BASE_URL completion|chat. Prints "ok" and exits 0, or throws.
+// `sampling OUT.json PROMPT_IDS BANNED_ID` asks for logprobs, n, batch prompts, penalties and
+// logit_bias, checks the shapes and indices here, and writes the replies to OUT.json, whose
+// values the caller (tests/e2e/sampling_e2e_test.cpp) checks against the reference model.
 import OpenAI from 'openai';
 import assert from 'node:assert/strict';
 
@@ -54,5 +57,86 @@ async function chat() {
   await assert.rejects(client.chat.completions.create({ ...req, messages: 'nope' }), (e) => e.status === 400);
 }
 
-await (mode === 'chat' ? chat() : completion());
+const sorted = (xs) => xs.every((x, i) => i === 0 || xs[i - 1] >= x);
+
+async function sampling(out, promptIds, banned) {
+  const ids = JSON.parse(promptIds);
+  const base = { model: 'any', prompt: ids, max_tokens: 24 };
+  const r = {};
+  // Log probabilities: greedy, sampled without filters, sampled with top_k 3.
+  r.greedy = await client.completions.create({ ...base, temperature: 0, logprobs: 5 });
+  r.sampled = await client.completions.create({ ...base, temperature: 0.8, top_k: 0, top_p: 1, min_p: 0, seed: 7, logprobs: 5 });
+  r.top3 = await client.completions.create({ ...base, temperature: 1.3, top_k: 3, top_p: 1, min_p: 0, seed: 9, logprobs: 5 });
+  for (const key of ['greedy', 'sampled', 'top3']) {
+    const lp = r[key].choices[0].logprobs;
+    assert.equal(lp.tokens.join(''), r[key].choices[0].text, key);
+    assert.equal(lp.tokens.length, r[key].usage.completion_tokens, key);
+    assert.equal(lp.token_logprobs.length, lp.tokens.length);
+    assert.equal(lp.top_logprobs.length, lp.tokens.length);
+    assert.equal(lp.text_offset[0], 0);
+    for (const top of lp.top_logprobs) assert.ok(Object.keys(top).length <= 5);  // an object: keys unordered
+  }
+  for (const top of r.top3.choices[0].logprobs.top_logprobs) assert.ok(Object.keys(top).length <= 3);
+  // Chat: OpenAI's shape; the streamed entries equal the whole reply's.
+  const chatReq = { model: 'any', messages: [{ role: 'user', content: 'Tell me a story.' }], max_tokens: 12, temperature: 0, logprobs: true, top_logprobs: 3 };
+  const chat = await client.chat.completions.create(chatReq);
+  const content = chat.choices[0].logprobs.content;
+  assert.equal(content.map((e) => e.token).join(''), chat.choices[0].message.content);
+  for (const e of content) {
+    assert.equal(e.top_logprobs.length, 3);
+    assert.equal(e.top_logprobs[0].logprob, e.logprob);  // greedy: the chosen token is the most likely
+    if (!e.token.includes('\uFFFD')) assert.deepEqual(e.bytes, [...Buffer.from(e.token)]);
+    assert.ok(sorted(e.top_logprobs.map((t) => t.logprob)));
+  }
+  const streamed = [];
+  for await (const chunk of await client.chat.completions.create({ ...chatReq, stream: true })) {
+    for (const c of chunk.choices) streamed.push(...(c.logprobs?.content ?? []));
+  }
+  assert.deepEqual(streamed, content);
+  // n = 3 choices, whole and streamed: indices 0..2, the streamed texts equal the whole ones.
+  const nReq = { model: 'any', messages: [{ role: 'user', content: 'Hello!' }], max_tokens: 16, temperature: 1, seed: 5, n: 3 };
+  const whole = await client.chat.completions.create(nReq);
+  assert.deepEqual(whole.choices.map((c) => c.index), [0, 1, 2]);
+  const texts = ['', '', ''], finals = [0, 0, 0], roles = [0, 0, 0];
+  for await (const chunk of await client.chat.completions.create({ ...nReq, stream: true })) {
+    for (const c of chunk.choices) {
+      texts[c.index] += c.delta.content ?? '';
+      if (c.delta.role) roles[c.index]++;
+      if (c.finish_reason) finals[c.index]++;
+    }
+  }
+  assert.deepEqual(texts, whole.choices.map((c) => c.message.content));
+  assert.deepEqual(finals, [1, 1, 1]);
+  assert.deepEqual(roles, [1, 1, 1]);
+  assert.ok(new Set(texts).size > 1, 'three sampled choices should not all be equal: ' + JSON.stringify(texts));
+  // Batch prompts x n: prompt-major indices; greedy choices of one prompt are equal.
+  const second = ids.slice(0, 3);
+  r.batch = await client.completions.create({ ...base, prompt: [ids, second], n: 2, temperature: 0 });
+  assert.deepEqual(r.batch.choices.map((c) => c.index), [0, 1, 2, 3]);
+  assert.equal(r.batch.choices[0].text, r.greedy.choices[0].text);
+  assert.equal(r.batch.choices[1].text, r.greedy.choices[0].text);
+  assert.equal(r.batch.choices[2].text, r.batch.choices[3].text);
+  const single = await client.completions.create({ ...base, prompt: second, temperature: 0 });
+  assert.equal(r.batch.choices[2].text, single.choices[0].text);
+  assert.equal(r.batch.usage.prompt_tokens, ids.length + second.length);
+  const strings = await client.completions.create({ model: 'any', prompt: ['Once upon a time', 'The dog', 'A'], max_tokens: 4, temperature: 0 });
+  assert.deepEqual(strings.choices.map((c) => c.index), [0, 1, 2]);
+  // Penalties and logit_bias (the caller checks the texts against the reference model).
+  r.banned = await client.completions.create({ ...base, temperature: 0, logit_bias: { [banned]: -100 } });
+  r.penalized = await client.completions.create({ ...base, temperature: 0, frequency_penalty: 1.5, presence_penalty: 0.5 });
+  r.repeat = await client.completions.create({ ...base, temperature: 0, repeat_penalty: 1.5, repeat_last_n: 16 });
+  assert.notEqual(r.banned.choices[0].text, r.greedy.choices[0].text);
+  assert.notEqual(r.penalized.choices[0].text, r.greedy.choices[0].text);
+  assert.notEqual(r.repeat.choices[0].text, r.greedy.choices[0].text);
+  // Seeded sampling with penalties is reproducible.
+  const seeded = { ...base, temperature: 1, seed: 11, frequency_penalty: 0.7, logit_bias: { [banned]: 3 } };
+  assert.equal((await client.completions.create(seeded)).choices[0].text, (await client.completions.create(seeded)).choices[0].text);
+  await assert.rejects(client.completions.create({ ...base, logit_bias: { nope: 1 } }), (e) => e.status === 400 && /logit_bias/.test(e.message));
+  await assert.rejects(client.chat.completions.create({ ...chatReq, top_logprobs: 30 }), (e) => e.status === 400 && /top_logprobs/.test(e.message));
+  const fs = await import('node:fs');
+  fs.writeFileSync(out, JSON.stringify(r));
+}
+
+if (mode === 'sampling') await sampling(...process.argv.slice(4));
+else await (mode === 'chat' ? chat() : completion());
 console.log('ok');
