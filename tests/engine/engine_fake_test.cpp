@@ -131,3 +131,68 @@ TEST(EngineFake, LayoutErrorsNameTheOption) {
 
 }  // namespace
 }  // namespace onebit
+
+namespace onebit {
+namespace {
+
+// submit_all: n choices of one prompt. The followers wait for the leader's prompt, then take its
+// full blocks from the prefix cache; every choice gets its solo tokens; the signal wakes the owner;
+// a cancelled leader releases its followers; the queue limit counts the whole group.
+TEST(EngineFake, GroupFollowersTakeTheLeadersPrompt) {
+  EngineOptions o;
+  o.n_ctx = 128;
+  o.pool_slots = {4};
+  o.block_size = 4;
+  o.max_queue = 2;
+  auto engine = start_fake(o);
+  std::vector<TokenId> prompt;
+  for (int i = 0; i < 22; ++i) prompt.push_back(TokenId(20 + i));
+  std::vector<SequenceRequest> reqs(3);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    reqs[i].prompt = prompt;
+    reqs[i].n_predict = 5;
+    reqs[i].sampler.temperature = 0.0f;
+    if (i > 0) reqs[i].after = 0;
+  }
+  auto handles = engine->submit_all(reqs);
+  ASSERT_TRUE(handles.ok()) << handles.message();
+  ASSERT_EQ(handles->size(), 3u);
+  const auto& signal = (*handles)[0]->signal();
+  ASSERT_NE(signal, nullptr);
+  for (const auto& h : *handles) EXPECT_EQ(h->signal(), signal);
+  const std::vector<TokenId> want = fake_continuation(prompt, 5, kVocab);
+  for (const auto& h : *handles) {
+    std::vector<TokenId> got;
+    SequenceEvents ev;
+    for (int i = 0; i < 100 && !ev.finished; ++i) {
+      ev = h->wait(1000);
+      got.insert(got.end(), ev.tokens.begin(), ev.tokens.end());
+    }
+    ASSERT_TRUE(ev.finished);
+    EXPECT_EQ(got, want);
+    EXPECT_EQ(ev.reason, FinishReason::kLength);
+    // The leader computed 22 tokens; each follower found its 5 full blocks (20 tokens).
+    EXPECT_EQ(ev.stats.n_cached_tokens, h == (*handles)[0] ? 0 : 20);
+  }
+  // A follower may only wait for an earlier request.
+  std::vector<SequenceRequest> bad(2, reqs[0]);
+  bad[0].after = 1;
+  EXPECT_NE(engine->submit_all(bad).message().find("earlier"), std::string::npos);
+  // The queue limit (2 beyond the 4 free slots) counts the group: 7 sequences are refused whole.
+  std::vector<SequenceRequest> many(7, reqs[0]);
+  for (auto& r : many) r.after = -1;
+  EXPECT_NE(engine->submit_all(many).message().find("queue is full"), std::string::npos);
+  // A cancelled leader lets its followers go on.
+  auto again = engine->submit_all(reqs);
+  ASSERT_TRUE(again.ok());
+  (*again)[0]->cancel();
+  for (size_t i = 1; i < 3; ++i) {
+    SequenceEvents ev;
+    for (int k = 0; k < 100 && !ev.finished; ++k) ev = (*again)[i]->wait(1000);
+    EXPECT_TRUE(ev.finished);
+    EXPECT_EQ(ev.reason, FinishReason::kLength);
+  }
+}
+
+}  // namespace
+}  // namespace onebit
