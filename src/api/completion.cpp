@@ -14,7 +14,7 @@ json timings_json(const CompletionStats& s) {
   const int32_t predicted_n = s.n_completion_tokens;
   auto per_token = [](double ms, int32_t n) { return n > 0 ? ms / n : 0.0; };
   auto per_second = [](double ms, int32_t n) { return ms > 0.0 ? 1000.0 * n / ms : 0.0; };
-  return {{"cache_n", s.n_cached_tokens},
+  json out = {{"cache_n", s.n_cached_tokens},
           {"prompt_n", prompt_n},
           {"prompt_ms", s.prompt_ms},
           {"prompt_per_token_ms", per_token(s.prompt_ms, prompt_n)},
@@ -23,6 +23,11 @@ json timings_json(const CompletionStats& s) {
           {"predicted_ms", s.decode_ms},
           {"predicted_per_token_ms", per_token(s.decode_ms, predicted_n)},
           {"predicted_per_second", per_second(s.decode_ms, predicted_n)}};
+  if (s.n_draft_tokens > 0) {  // as llama-server: only when a drafter drafted
+    out["draft_n"] = s.n_draft_tokens;
+    out["draft_n_accepted"] = s.n_draft_accepted;
+  }
+  return out;
 }
 
 namespace {
@@ -81,7 +86,7 @@ json Completion::empty_logprobs() const {
   return {{"tokens", json::array()}, {"token_logprobs", json::array()}, {"top_logprobs", json::array()}, {"text_offset", json::array()}};
 }
 
-void Completion::add_logprobs(Choice& c, TokenId token, const std::string& piece, const SampledLogprobs& lp) {
+void Completion::add_logprobs(Choice& c, const std::string& piece, const SampledLogprobs& lp) {
   const std::string text = piece_text(piece);
   for (json* to : {&c.logprobs, &c.new_logprobs}) {
     if (setup_.endpoint == Endpoint::kChat) {
@@ -100,7 +105,6 @@ void Completion::add_logprobs(Choice& c, TokenId token, const std::string& piece
       (*to)["text_offset"].push_back(c.text_chars);
     }
   }
-  (void)token;
   // Code points so far: every byte that does not continue a UTF-8 sequence starts one.
   for (unsigned char b : piece) c.text_chars += (b & 0xC0) != 0x80;
 }
@@ -113,7 +117,7 @@ void Completion::on_token(Choice& c, TokenId token, const SampledLogprobs* lp, T
     return;
   }
   const std::string piece = tokenizer_.token_to_piece(token);
-  if (lp != nullptr && setup_.n_logprobs >= 0) add_logprobs(c, token, piece, *lp);
+  if (lp != nullptr && setup_.n_logprobs >= 0) add_logprobs(c, piece, *lp);
   TextDelta d = c.text.push(piece);
   out.content += d.content;
   out.reasoning += d.reasoning;
@@ -129,6 +133,8 @@ void Completion::on_finish(Choice& c, const SequenceEvents& ev, TextDelta& out) 
   c.stats.n_cached_tokens = ev.stats.n_cached_tokens;
   c.stats.prompt_ms = ev.stats.prompt_ms;
   c.stats.decode_ms = ev.stats.decode_ms;
+  c.stats.n_draft_tokens = ev.stats.n_draft_tokens;
+  c.stats.n_draft_accepted = ev.stats.n_draft_accepted;
   if ((ev.reason == FinishReason::kError || ev.reason == FinishReason::kAborted) && error_.empty()) {
     error_ = ev.error.empty() ? "generation failed" : ev.error;
     error_kind_ = ev.reason == FinishReason::kAborted ? ApiErrorKind::kUnavailable : ApiErrorKind::kServer;
@@ -187,6 +193,8 @@ CompletionStats Completion::stats() const {
     s.n_completion_tokens += c.stats.n_completion_tokens;
     s.prompt_ms = std::max(s.prompt_ms, c.stats.prompt_ms);
     s.decode_ms = std::max(s.decode_ms, c.stats.decode_ms);
+    s.n_draft_tokens += c.stats.n_draft_tokens;
+    s.n_draft_accepted += c.stats.n_draft_accepted;
   }
   return s;
 }

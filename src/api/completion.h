@@ -37,6 +37,8 @@ struct CompletionStats {
   int32_t n_completion_tokens = 0;  // tokens turned into the reply (an end token included)
   double prompt_ms = 0.0;           // the longest over choices
   double decode_ms = 0.0;
+  int32_t n_draft_tokens = 0;       // speculative decoding: tokens drafted, and of those accepted
+  int32_t n_draft_accepted = 0;
 };
 
 // Not thread-safe: one HTTP thread drives it. Destroying it cancels the sequences still running.
@@ -85,7 +87,7 @@ class Completion {
   std::vector<TextDelta> poll(int timeout_ms);
   void on_token(Choice& c, TokenId token, const SampledLogprobs* lp, TextDelta& out);
   void on_finish(Choice& c, const SequenceEvents& ev, TextDelta& out);
-  void add_logprobs(Choice& c, TokenId token, const std::string& piece, const SampledLogprobs& lp);
+  void add_logprobs(Choice& c, const std::string& piece, const SampledLogprobs& lp);
   nlohmann::json chunk(nlohmann::json choice) const;
   nlohmann::json delta_choice(size_t i, const TextDelta& d);
   std::string finish_reason_text(const Choice& c) const;

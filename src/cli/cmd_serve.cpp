@@ -42,8 +42,9 @@ int run_native_plan(const Plan& plan, const ServeOptions& options) {
   }
   const sigset_t signals = block_stop_signals();
 
-  if (plan.backends[0].drafter.kind != DrafterKind::kNone) {
-    std::fprintf(stderr, "1bit serve: warning: the native engine has no speculative decoding yet; serving without a drafter\n");
+  const DrafterPlan& drafter = plan.backends[0].drafter;
+  if (drafter.kind != DrafterKind::kNone && drafter.kind != DrafterKind::kNgram) {
+    std::fprintf(stderr, "1bit serve: warning: the native engine drafts by n-gram lookup only so far (--ngram); serving without a drafter\n");
   }
   // One engine for every planned backend: a slot pool each (the primary, and under --adaptive the
   // overflow), over one loaded model and one thread pool.
@@ -52,6 +53,8 @@ int run_native_plan(const Plan& plan, const ServeOptions& options) {
   no.alias = plan.alias;
   no.route = plan.backends[0].route;
   no.ctx_size = plan.ctx_size;
+  no.ngram = drafter.kind == DrafterKind::kNgram;
+  no.draft_max = static_cast<int32_t>(drafter.n_max);
   no.roles.clear();
   no.pool_slots.clear();
   for (const auto& b : plan.backends) {

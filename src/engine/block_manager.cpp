@@ -116,9 +116,9 @@ void BlockManager::grow(Sequence& seq, int32_t n_total, std::vector<BlockCopy>& 
   }
 }
 
-void BlockManager::commit(Sequence& seq) {
+void BlockManager::commit(Sequence& seq, int32_t n_valid) {
   const size_t bs = static_cast<size_t>(block_size_);
-  const size_t full = static_cast<size_t>(seq.n_computed) / bs;
+  const size_t full = static_cast<size_t>(n_valid < 0 ? seq.n_computed : std::min(n_valid, seq.n_computed)) / bs;
   ONEBIT_CHECK(full <= seq.block_table.size());
   const std::span<const TokenId> tokens(seq.tokens);
   for (size_t i = seq.hashes.size(); i < full; ++i) {
@@ -135,6 +135,15 @@ void BlockManager::commit(Sequence& seq) {
     blk.prev_hash = prev;
     std::copy(block.begin(), block.end(), block_tokens_.begin() + static_cast<ptrdiff_t>(b * bs));
     hash_to_block_.emplace(h, b);
+  }
+}
+
+void BlockManager::truncate(Sequence& seq, int32_t n_tokens) {
+  const size_t keep = static_cast<size_t>((n_tokens + block_size_ - 1) / block_size_);
+  ONEBIT_CHECK(keep >= seq.hashes.size());
+  while (seq.block_table.size() > keep) {
+    unref(seq.block_table.back());
+    seq.block_table.pop_back();
   }
 }
 

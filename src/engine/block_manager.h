@@ -60,9 +60,13 @@ class BlockManager {
   // `copies`, to be done before the step runs.
   void grow(Sequence& seq, int32_t n_total, std::vector<BlockCopy>& copies);
 
-  // After a step computed seq's tokens up to n_computed: the newly full blocks get their hash
-  // and enter the prefix cache (unless the same content is cached already).
-  void commit(Sequence& seq);
+  // After a step computed seq's tokens up to n_computed: the newly full blocks of its first
+  // n_valid tokens (all computed ones when negative) get their hash and enter the prefix cache
+  // (unless the same content is cached already). Unverified draft tokens are not valid.
+  void commit(Sequence& seq, int32_t n_valid = -1);
+
+  // Gives back the blocks past the first n_tokens tokens (rejected draft tokens' K/V).
+  void truncate(Sequence& seq, int32_t n_tokens);
 
   // Releases every block of seq (reference counts drop; cached blocks stay cached) and empties
   // its table; n_computed becomes 0.

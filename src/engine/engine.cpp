@@ -84,6 +84,9 @@ struct Engine::Live {
   double decode_started_ms = 0.0;  // first token sampled
   int32_t n_generated = 0;
   int64_t leader = -1;             // held until this sequence's prompt is computed
+  int32_t draft_len = 0;           // the next draft's length at most (adapts to the acceptance)
+  int32_t draft_pause = 0;         // steps to skip drafting after drafts that nothing accepted
+  int32_t draft_misses = 0;        // drafts in a row of which nothing was accepted
   SampledLogprobs logprobs;        // scratch for the sampler
 };
 
@@ -128,7 +131,12 @@ Engine::Engine(std::unique_ptr<ModelRunner> runner, EngineOptions options, Engin
       blocks_(layout_.n_blocks, layout_.block_size),
       scheduler_(blocks_, SchedulerOptions{layout_.pool_slots, layout_.batch_tokens}) {
   credit_ms_ = kPrefillCreditMs;
-  for (int32_t n : layout_.pool_slots) total_slots_ += n;
+}
+
+int32_t EngineLayout::total_slots() const {
+  int32_t n = 0;
+  for (int32_t s : pool_slots) n += s;
+  return n;
 }
 
 Result<std::unique_ptr<Engine>> Engine::start(Model& model, EngineOptions options) {
@@ -137,9 +145,10 @@ Result<std::unique_ptr<Engine>> Engine::start(Model& model, EngineOptions option
   ro.n_blocks = layout.n_blocks;
   ro.block_size = layout.block_size;
   ro.cache_type = layout.cache_type;
-  int32_t slots = 0;
-  for (int32_t n : layout.pool_slots) slots += n;
-  ro.limits = StepLimits{layout.batch_tokens, slots, (layout.n_ctx + layout.block_size - 1) / layout.block_size, slots};
+  const int32_t slots = layout.total_slots();
+  const int32_t per_seq_out = options.drafter ? 1 + std::max(options.draft_max, 0) : 1;
+  ro.limits = StepLimits{layout.batch_tokens, slots, (layout.n_ctx + layout.block_size - 1) / layout.block_size,
+                         std::min(slots * per_seq_out, layout.batch_tokens)};
   auto runner = make_model_runner(model, ro);
   if (!runner.ok()) return make_error("engine: " + runner.message());
   return start(std::move(*runner), std::move(options));
@@ -147,6 +156,9 @@ Result<std::unique_ptr<Engine>> Engine::start(Model& model, EngineOptions option
 
 Result<std::unique_ptr<Engine>> Engine::start(std::unique_ptr<ModelRunner> runner, EngineOptions options) {
   ONEBIT_ASSIGN_OR_RETURN(EngineLayout layout, plan_engine_layout(options));
+  if (options.drafter && (options.draft_max < 1 || options.draft_max > 64)) {
+    return make_error("engine: draft length " + std::to_string(options.draft_max) + "; allowed 1..64 (--mtp-max)");
+  }
   std::unique_ptr<Engine> engine(new Engine(std::move(runner), std::move(options), std::move(layout)));
   if (engine->options_.is_end) {
     for (TokenId id = 0; id < engine->runner_->vocab_size(); ++id) {
@@ -217,7 +229,8 @@ Result<std::vector<std::shared_ptr<SequenceHandle>>> Engine::submit_all(std::vec
     std::lock_guard<std::mutex> lock(mu_);
     if (aborting_) return make_error(abort_message_);
     // Those that a free slot will take at once do not wait.
-    const size_t free_slots = size_t(total_slots_) - std::min(size_t(total_slots_), published_.n_running);
+    const size_t total = size_t(layout_.total_slots());
+    const size_t free_slots = total - std::min(total, published_.n_running);
     const size_t waiting = incoming_.size() + published_.n_queued + requests.size() - 1;
     if (waiting >= options_.max_queue + free_slots) {
       return make_error("the queue is full (" + std::to_string(waiting - std::min(waiting, free_slots)) +
@@ -252,8 +265,6 @@ void Engine::publish() {
   EngineState s;
   s.n_queued = scheduler_.waiting().size() + held_.size();
   s.n_running = scheduler_.running().size();
-  s.pool_running.assign(layout_.pool_slots.size(), 0);
-  for (const Sequence* seq : scheduler_.running()) ++s.pool_running[seq->pool];
   for (const auto& [id, live] : live_) {
     const Sequence& q = live->seq;
     const char* st = q.status == SequenceStatus::kWaiting ? "waiting" : q.n_pending() > 1 ? "prefill" : "decode";
@@ -292,6 +303,7 @@ void Engine::worker_loop() {
         std::unique_ptr<Live> live = std::move(incoming_.front());
         incoming_.pop_front();
         live->sampler = std::make_unique<Sampler>(live->request.sampler);
+        live->draft_len = options_.drafter && live->request.pool == 0 ? options_.draft_max : 0;
         live->stats.n_prompt_tokens = live->seq.n_prompt;
         Sequence* seq = &live->seq;
         if (live->leader >= 0) held_.push_back(live.get());
@@ -320,6 +332,10 @@ void Engine::finish(Live& live, FinishReason reason, const std::string& error) {
   }
   live.stats.n_cached_tokens = live.seq.n_cached;
   live.stats.n_generated_tokens = live.n_generated;
+  if (live.seq.n_draft > 0) {  // a cancelled sequence may still hold its draft
+    live.seq.tokens.resize(live.seq.tokens.size() - size_t(live.seq.n_draft));
+    live.seq.n_draft = 0;
+  }
   scheduler_.remove(&live.seq);
   held_.erase(std::remove(held_.begin(), held_.end(), &live), held_.end());
   auto handle = std::move(live.handle);
@@ -381,7 +397,7 @@ void Engine::build_batch(const StepPlan& plan) {
       b.slots.push_back(table[pos / bs] * bs + pos % bs);
       b.seq_ids.push_back(static_cast<int32_t>(s));
     }
-    if (r.logits) b.out_rows.push_back(static_cast<int32_t>(b.tokens.size()) - 1);
+    for (int32_t k = r.n_logits; k > 0; --k) b.out_rows.push_back(static_cast<int32_t>(b.tokens.size()) - k);
     b.block_tables.insert(b.block_tables.end(), table.begin(), table.end());
     b.block_tables.resize(size_t(s + 1) * b.max_blocks, -1);
   }
@@ -394,6 +410,7 @@ void Engine::step() {
     if (live.handle->cancelled()) finish(live, FinishReason::kCancelled);
   }
   release_held();
+  propose_drafts();
   StepPlan plan = scheduler_.schedule(prefill_cap());
   if (plan.empty()) {
     publish();
@@ -434,37 +451,98 @@ void Engine::step() {
   publish();
 }
 
+void Engine::propose_drafts() {
+  if (!options_.drafter) return;
+  std::vector<TokenId> draft;
+  for (Sequence* seq : scheduler_.running()) {
+    if (seq->n_pending() != 1 || seq->n_draft != 0) continue;  // prompt left, or drafted already
+    Live& live = *live_.at(seq->id);
+    if (live.draft_len == 0) continue;
+    if (live.draft_pause > 0) {
+      --live.draft_pause;
+      continue;
+    }
+    // Room for the draft and the token after it, within n_predict and the context.
+    const int64_t room = std::min<int64_t>(live.request.n_predict - live.n_generated - 1,
+                                           int64_t(layout_.n_ctx) - int64_t(seq->tokens.size()) - 1);
+    const int32_t k = static_cast<int32_t>(std::min<int64_t>(live.draft_len, room));
+    if (k <= 0) continue;
+    draft.clear();
+    options_.drafter->propose(seq->tokens, k, draft);
+    if (draft.size() > size_t(k)) draft.resize(size_t(k));
+    for (TokenId t : draft) {
+      if (t < 0 || t >= runner_->vocab_size()) return;  // a drafter's bug must not reach the model
+    }
+    seq->tokens.insert(seq->tokens.end(), draft.begin(), draft.end());
+    seq->n_draft = static_cast<int32_t>(draft.size());
+  }
+}
+
+// Samples every run that reached its last token. A run with a draft is verified: row i's token
+// is sampled with draft[i] as the proposal (sampler.h); while it equals the draft the next row
+// counts, and the first token that differs (or the one after the whole draft) ends the run. The
+// rejected draft's K/V are given back.
 void Engine::sample_and_stream(const StepPlan& plan, double now) {
   const size_t vocab = static_cast<size_t>(runner_->vocab_size());
   size_t out_row = 0;
   for (const ScheduledRun& r : plan.runs) {
-    if (!r.logits) continue;
+    if (r.n_logits == 0) continue;
+    const size_t first_row = out_row;
+    out_row += static_cast<size_t>(r.n_logits);
     Live& live = *live_.at(r.seq->id);
-    float* row = out_.logits.data() + (out_row++) * vocab;
+    Sequence& seq = live.seq;
     if (live.decode_started_ms == 0.0) {
       live.stats.prompt_ms = now - live.started_ms;
       live.decode_started_ms = now;
     }
-    if (live.request.ignore_eos) {
-      for (TokenId id : end_tokens_) row[id] = -std::numeric_limits<float>::infinity();
-    }
+    const int32_t n_draft = r.n_logits - 1;
+    const int32_t last = r.first + r.n - r.n_logits;  // the sampled token whose logits are row 0
     const bool want_logprobs = live.request.sampler.n_logprobs >= 0;
-    const TokenId token = live.sampler->sample(std::span<float>(row, vocab), live.seq.tokens, size_t(live.seq.n_prompt),
-                                               want_logprobs ? &live.logprobs : nullptr);
-    if (token < 0) {
-      finish(live, FinishReason::kError, "no token can be sampled: logit_bias bans every token");
-      continue;
+    live.stats.n_draft_tokens += n_draft;
+    int32_t accepted = 0;
+    bool ended = false;
+    for (int32_t i = 0; i <= n_draft && !ended; ++i) {
+      float* row = out_.logits.data() + (first_row + size_t(i)) * vocab;
+      if (live.request.ignore_eos) {
+        for (TokenId id : end_tokens_) row[id] = -std::numeric_limits<float>::infinity();
+      }
+      const TokenId draft = i < n_draft ? seq.tokens[size_t(last + 1 + i)] : -1;
+      const std::span<const TokenId> context(seq.tokens.data(), size_t(last + 1 + i));
+      const TokenId token = live.sampler->sample(std::span<float>(row, vocab), context, size_t(seq.n_prompt),
+                                                 want_logprobs ? &live.logprobs : nullptr, draft);
+      if (token < 0) {
+        finish(live, FinishReason::kError, "no token can be sampled: logit_bias bans every token");
+        ended = true;
+        break;
+      }
+      ++live.n_generated;
+      live.stats.n_draft_accepted += token == draft;
+      live.handle->push_token(token, want_logprobs ? &live.logprobs : nullptr);
+      if (!live.request.ignore_eos && options_.is_end && options_.is_end(token)) {
+        finish(live, FinishReason::kEnd);
+        ended = true;
+      } else if (live.n_generated >= live.request.n_predict || last + 1 + i >= layout_.n_ctx) {
+        finish(live, FinishReason::kLength);
+        ended = true;
+      } else if (token == draft) {
+        ++accepted;
+      } else {
+        // The draft's rest is rejected: keep what was verified, then the new token.
+        const int32_t keep = last + 1 + i;
+        seq.tokens.resize(size_t(keep));
+        seq.tokens.push_back(token);
+        seq.n_draft = 0;
+        if (n_draft > 0) scheduler_.rollback(&seq, keep);
+        break;
+      }
     }
-    ++live.n_generated;
-    live.handle->push_token(token, want_logprobs ? &live.logprobs : nullptr);
-    if (!live.request.ignore_eos && options_.is_end && options_.is_end(token)) {
-      finish(live, FinishReason::kEnd);
-    } else if (live.n_generated >= live.request.n_predict ||
-               static_cast<int32_t>(live.seq.tokens.size()) >= layout_.n_ctx) {
-      finish(live, FinishReason::kLength);
-    } else {
-      live.seq.tokens.push_back(token);
-    }
+    if (ended || n_draft == 0) continue;
+    // Adaptive depth: a fully accepted draft lengthens the next, a rejected one shortens it; drafts
+    // that keep failing pause drafting for a while (1, 2, 4 ... 64 steps), so it costs little.
+    if (accepted == n_draft) live.draft_len = std::min(options_.draft_max, live.draft_len + 1);
+    else if (accepted * 2 < n_draft) live.draft_len = std::max(1, live.draft_len - 1);
+    live.draft_misses = accepted == 0 ? live.draft_misses + 1 : 0;
+    if (live.draft_misses >= 2) live.draft_pause = 1 << std::min(live.draft_misses - 2, 6);
   }
 }
 

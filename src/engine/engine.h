@@ -21,6 +21,7 @@
 
 #include "base/status.h"
 #include "engine/block_manager.h"
+#include "engine/drafter.h"
 #include "engine/model_runner.h"
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
@@ -53,6 +54,8 @@ struct SequenceStats {
   double prompt_ms = 0.0;
   double decode_ms = 0.0;
   double queue_ms = 0.0;
+  int32_t n_draft_tokens = 0;      // tokens a drafter proposed
+  int32_t n_draft_accepted = 0;    // of those, kept by the verification
 };
 
 // What the worker sends a sequence's owner: new tokens, then once the finish.
@@ -115,6 +118,8 @@ struct EngineOptions {
   size_t max_queue = 1024;                // sequences waiting for a slot beyond this are refused (503);
                                           // as many as the HTTP server runs handlers at once
   std::function<bool(TokenId)> is_end;    // end-of-generation tokens
+  std::shared_ptr<const Drafter> drafter; // speculative decoding of pool 0's sequences; null = off
+  int32_t draft_max = 3;                  // tokens drafted per step at most (--mtp-max)
 };
 
 inline constexpr int32_t kDefaultBatchTokens = 512;
@@ -127,6 +132,7 @@ struct EngineLayout {
   int32_t batch_tokens = 0;
   std::vector<int32_t> pool_slots;
   GgmlType cache_type = GgmlType::kF16;
+  int32_t total_slots() const;  // over all pools
 };
 
 // One sequence in a snapshot.
@@ -144,7 +150,6 @@ struct SequenceState {
 struct EngineState {
   size_t n_queued = 0;       // waiting for admission (incl. preempted)
   size_t n_running = 0;
-  std::vector<size_t> pool_running;  // [pools]
   std::vector<SequenceState> sequences;
   int32_t blocks_used = 0, blocks_free = 0, blocks_cached = 0;  // cached: free but holding a prefix
   int64_t prefix_hit_tokens = 0;
@@ -194,6 +199,8 @@ class Engine {
   int32_t prefill_cap() const;
   // Admits held sequences whose leader computed its prompt (or ended).
   void release_held();
+  // Appends a draft to every decoding sequence that drafts (speculative decoding).
+  void propose_drafts();
   Status check(const SequenceRequest& request) const;
   void learn_timing(const StepPlan& plan, double step_ms);
   void publish();
@@ -218,7 +225,6 @@ class Engine {
   std::deque<std::unique_ptr<Live>> incoming_;      // submitted, not yet seen by the worker
   EngineState published_;
   int64_t next_id_ = 0;
-  int32_t total_slots_ = 0;  // over all pools
   bool stopping_ = false;
   bool aborting_ = false;
   std::string abort_message_;

@@ -145,8 +145,22 @@ void Sampler::fill_top(size_t n, double temp, double log_sum, SampledLogprobs& o
   }
 }
 
+size_t Sampler::draw(const std::vector<double>& prob, double sum, ptrdiff_t skip) {
+  // A uniform draw in [0, sum) from the top 53 bits: the same on every standard library.
+  const double u = static_cast<double>(rng_() >> 11) * 0x1.0p-53 * sum;
+  double cum = 0.0;
+  size_t last = prob.size() - 1;
+  for (size_t i = 0; i < prob.size(); ++i) {
+    if (ptrdiff_t(i) == skip) continue;
+    last = i;
+    cum += prob[i];
+    if (u < cum) return i;
+  }
+  return last;
+}
+
 int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> context, size_t n_prompt,
-                        SampledLogprobs* logprobs) {
+                        SampledLogprobs* logprobs, int32_t draft) {
   ONEBIT_CHECK(!logits.empty());
   apply_penalties(logits, context, n_prompt);
   const bool want = logprobs != nullptr && params_.n_logprobs >= 0;
@@ -178,16 +192,17 @@ int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> contex
   for (size_t i = 0; i < candidates_.size(); ++i) {
     sum += prob[i] = std::exp((double(candidates_[i].logit) - candidates_[0].logit) / params_.temperature);
   }
-  // A uniform draw in [0, sum) from the top 53 bits: the same on every standard library.
-  const double u = static_cast<double>(rng_() >> 11) * 0x1.0p-53 * sum;
-  double cum = 0.0;
-  size_t pick = candidates_.size() - 1;
-  for (size_t i = 0; i < candidates_.size(); ++i) {
-    cum += prob[i];
-    if (u < cum) {
-      pick = i;
-      break;
-    }
+  ptrdiff_t at = -1;  // the draft among the candidates
+  for (size_t i = 0; i < candidates_.size() && draft >= 0; ++i) {
+    if (candidates_[i].id == draft) at = ptrdiff_t(i);
+  }
+  size_t pick = 0;
+  if (at < 0) {
+    pick = draw(prob, sum, -1);
+  } else if (static_cast<double>(rng_() >> 11) * 0x1.0p-53 * sum < prob[size_t(at)] || candidates_.size() == 1) {
+    pick = size_t(at);  // kept with probability p(draft)
+  } else {
+    pick = draw(prob, sum - prob[size_t(at)], at);  // else from p without the draft, renormalized
   }
   if (want) {
     const double log_sum = std::log(sum);

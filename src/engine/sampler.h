@@ -63,8 +63,11 @@ class Sampler {
   // Picks a token id from logits [vocab] (changed in place by biases and penalties). `context` is
   // every token so far, of which the first n_prompt are the prompt. Returns -1 when no token is
   // left (every logit -inf: all banned). Fills `logprobs` when params.n_logprobs >= 0.
+  // With a `draft` token (a drafter's deterministic proposal for this position), speculative
+  // sampling: the draft is kept with its probability p(draft), else a token is drawn from p with
+  // the draft taken out; the result is distributed exactly as p. Greedy ignores the draft.
   int32_t sample(std::span<float> logits, std::span<const int32_t> context = {}, size_t n_prompt = 0,
-                 SampledLogprobs* logprobs = nullptr);
+                 SampledLogprobs* logprobs = nullptr, int32_t draft = -1);
 
   const SamplerParams& params() const { return params_; }
 
@@ -79,6 +82,8 @@ class Sampler {
   void sort_candidates(std::span<const float> logits);
   // The top n of the sorted candidates with log probabilities of logit / temp less log_sum.
   void fill_top(size_t n, double temp, double log_sum, SampledLogprobs& out) const;
+  // An index into prob drawn with weights prob (summing to `sum`), skipping `skip` (-1: none).
+  size_t draw(const std::vector<double>& prob, double sum, ptrdiff_t skip);
 
   SamplerParams params_;
   std::mt19937_64 rng_;

@@ -69,7 +69,13 @@ Sequence* Scheduler::newest_unscheduled(const StepPlan& plan) const {
   return nullptr;
 }
 
+void Scheduler::drop_draft(Sequence* seq) {
+  seq->tokens.resize(seq->tokens.size() - static_cast<size_t>(seq->n_draft));
+  seq->n_draft = 0;
+}
+
 void Scheduler::preempt(Sequence* seq, StepPlan& plan) {
+  drop_draft(seq);
   running_.erase(std::find(running_.begin(), running_.end(), seq));
   --pool_running_[seq->pool];
   blocks_.release(*seq);
@@ -83,24 +89,32 @@ void Scheduler::preempt(Sequence* seq, StepPlan& plan) {
 void Scheduler::add_run(Sequence* seq, int32_t n, StepPlan& plan) {
   blocks_.grow(*seq, seq->n_computed + n, plan.copies);
   const bool logits = seq->n_computed + n == static_cast<int32_t>(seq->tokens.size());
-  plan.runs.push_back(ScheduledRun{seq, seq->n_computed, n, logits});
+  const int32_t n_logits = logits ? 1 + (n > seq->n_draft ? seq->n_draft : 0) : 0;
+  plan.runs.push_back(ScheduledRun{seq, seq->n_computed, n, logits, n_logits});
   plan.n_tokens += n;
 }
 
 StepPlan Scheduler::schedule(int32_t prefill_cap) {
   StepPlan plan;
   int32_t budget = options_.token_budget;
-  // 1. One token of every decoding sequence, oldest first; the newest make room when blocks run out.
+  // 1. One token of every decoding sequence, oldest first, with its draft when the budget and
+  //    the free blocks allow (else the draft is dropped); the newest make room when blocks run out.
   const std::vector<Sequence*> decoding = running_;
+  int32_t n_decoding = 0;
+  for (Sequence* seq : decoding) n_decoding += seq->status == SequenceStatus::kRunning && seq->n_pending() == 1 + seq->n_draft;
   for (Sequence* seq : decoding) {
-    if (seq->status != SequenceStatus::kRunning || seq->n_pending() != 1) continue;
+    if (seq->status != SequenceStatus::kRunning || seq->n_pending() != 1 + seq->n_draft) continue;
+    --n_decoding;
+    if (seq->n_draft > 0 && (budget - seq->n_draft - 1 < n_decoding || !blocks_.can_grow(*seq, seq->n_computed + 1 + seq->n_draft))) {
+      drop_draft(seq);
+    }
     while (seq->status == SequenceStatus::kRunning && !blocks_.can_grow(*seq, seq->n_computed + 1)) {
       preempt(newest_unscheduled(plan), plan);
     }
     if (seq->status != SequenceStatus::kRunning) continue;
-    add_run(seq, 1, plan);
+    add_run(seq, 1 + seq->n_draft, plan);
     ++plan.n_decode;
-    --budget;
+    budget -= 1 + seq->n_draft;
   }
   int32_t prefill_left = plan.n_decode > 0 ? std::min(prefill_cap, budget) : budget;
   prefill_left = std::max(prefill_left, 0);
@@ -108,7 +122,7 @@ StepPlan Scheduler::schedule(int32_t prefill_cap) {
   const std::vector<Sequence*> filling = running_;
   for (Sequence* seq : filling) {
     if (prefill_left == 0) break;
-    if (seq->status != SequenceStatus::kRunning || seq->n_pending() <= 1) continue;
+    if (seq->status != SequenceStatus::kRunning || seq->n_pending() <= 1 + seq->n_draft) continue;
     const int32_t want = std::min(seq->n_pending(), prefill_left);
     int32_t n = tokens_that_fit(*seq, want, 0);
     while (n == 0 && seq->status == SequenceStatus::kRunning) {
@@ -156,10 +170,17 @@ void Scheduler::commit(const StepPlan& plan) {
   for (const ScheduledRun& r : plan.runs) {
     ONEBIT_CHECK(r.seq->n_computed == r.first);
     r.seq->n_computed += r.n;
-    blocks_.commit(*r.seq);
+    blocks_.commit(*r.seq, r.seq->n_computed - (r.n_logits > 0 ? r.n_logits - 1 : 0));
   }
   ++stats_.steps;
   stats_.step_tokens += plan.n_tokens;
+}
+
+void Scheduler::rollback(Sequence* seq, int32_t n_keep) {
+  ONEBIT_CHECK(n_keep <= seq->n_computed);
+  seq->n_computed = n_keep;
+  blocks_.truncate(*seq, n_keep);
+  blocks_.commit(*seq);
 }
 
 }  // namespace onebit

@@ -29,6 +29,7 @@ struct ScheduledRun {
   int32_t first = 0;
   int32_t n = 0;
   bool logits = false;  // the run ends at the sequence's last token: sample from its logits
+  int32_t n_logits = 0; // trailing tokens that get logits: 1, or 1 + the draft when verifying
 };
 
 struct StepPlan {
@@ -59,8 +60,12 @@ class Scheduler {
   // Builds the next step. While some sequence decodes, prompt tokens of the step are at most
   // prefill_cap (the engine's lever for keeping decode speed while a long prompt arrives).
   StepPlan schedule(int32_t prefill_cap = INT32_MAX);
-  // After the step ran: every run's tokens are computed, and full blocks enter the prefix cache.
+  // After the step ran: every run's tokens are computed, and full blocks enter the prefix cache
+  // (draft tokens only once verified).
   void commit(const StepPlan& plan);
+  // After verifying seq's draft: only its first n_keep tokens stay computed (the rest of the
+  // draft was rejected: its blocks go back); the newly valid full blocks enter the prefix cache.
+  void rollback(Sequence* seq, int32_t n_keep);
 
   const std::deque<Sequence*>& waiting() const { return waiting_; }
   const std::vector<Sequence*>& running() const { return running_; }
@@ -75,6 +80,7 @@ class Scheduler {
   // The newest running sequence without a run in `plan`, or nullptr.
   Sequence* newest_unscheduled(const StepPlan& plan) const;
   void add_run(Sequence* seq, int32_t n, StepPlan& plan);
+  static void drop_draft(Sequence* seq);
   void insert_waiting(Sequence* seq);  // by id: preempted ones come before newer arrivals
 
   BlockManager& blocks_;

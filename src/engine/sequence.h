@@ -20,6 +20,7 @@ struct Sequence {
   std::vector<TokenId> tokens;        // [n_prompt + generated]
   int32_t n_prompt = 0;
   int32_t n_computed = 0;             // leading tokens whose K/V are in the blocks
+  int32_t n_draft = 0;                // trailing tokens that a drafter proposed, not yet verified
   int32_t n_cached = 0;               // of those, taken from the prefix cache at the first admission
   bool cache_prompt = true;           // look the prompt up in the prefix cache
   bool admitted_once = false;         // n_cached is set
@@ -28,7 +29,8 @@ struct Sequence {
   SequenceStatus status = SequenceStatus::kWaiting;
   int32_t n_preemptions = 0;
 
-  // Tokens still to run (>= 1 while the sequence lives: the prompt rest, or the last sample).
+  // Tokens still to run (>= 1 while the sequence lives: the prompt rest, or the last sample and
+  // its draft).
   int32_t n_pending() const { return static_cast<int32_t>(tokens.size()) - n_computed; }
 };
 

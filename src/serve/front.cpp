@@ -65,6 +65,7 @@ Status Front::bind() {
 void Front::serve() { server_->run(); }
 void Front::stop() { server_->stop(); }
 void Front::set_ready(bool ready) { ready_.store(ready); }
+bool Front::ready() const { return ready_.load(); }
 
 // Replies cut by a shutdown get this long to end and be sent after their backends ended them (the
 // engine ends its sequences at its next step; a sanitized build's steps take seconds).
@@ -96,7 +97,6 @@ void shut_down_on_signal(Front& front, const sigset_t& signals, int timeout_ms) 
   done.store(true);
   second.join();
 }
-bool Front::ready() const { return ready_.load(); }
 
 std::string Front::counts_summary() const {
   auto counts = router_.counts();

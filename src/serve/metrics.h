@@ -23,6 +23,11 @@ class Metrics {
   // A finished generation: tokens, times.
   void add_generation(int64_t n_prompt_tokens, int64_t n_cached_tokens, int64_t n_completion_tokens, double prompt_ms,
                       double decode_ms);
+  // Speculative decoding of a finished generation: tokens drafted, and of those accepted.
+  void add_drafts(int64_t n_drafted, int64_t n_accepted) {
+    draft_tokens_total_.fetch_add(n_drafted);
+    draft_accepted_total_.fetch_add(n_accepted);
+  }
 
   // The counters, then the engine's.
   std::string prometheus_text(const EngineGauges& engine) const;
@@ -35,6 +40,8 @@ class Metrics {
   std::atomic<int64_t> completion_tokens_total_{0};
   std::atomic<int64_t> prompt_us_total_{0};
   std::atomic<int64_t> decode_us_total_{0};
+  std::atomic<int64_t> draft_tokens_total_{0};
+  std::atomic<int64_t> draft_accepted_total_{0};
 };
 
 }  // namespace onebit

@@ -112,6 +112,8 @@ Status NativeEngine::load() {
   eo.kv_tokens = options_.kv_memory > 0 ? options_.kv_memory / model_->kv_bytes_per_token(eo.cache_type) : 0;
   const Tokenizer* tok = tokenizer_.get();
   eo.is_end = [tok](TokenId t) { return tok->is_end_of_generation(t); };
+  if (options_.ngram) eo.drafter = std::make_shared<NgramDrafter>();
+  eo.draft_max = options_.draft_max;
   const int32_t n_ctx = eo.n_ctx;
   auto engine = Engine::start(*model_, std::move(eo));
   if (!engine.ok()) return make_error("engine (context " + std::to_string(n_ctx) + "): " + engine.message());
@@ -162,6 +164,7 @@ void NativeBackend::post(const http::Request& req, http::Response& res, std::sha
   auto record = [m = &metrics](const Completion& done) {
     const auto& s = done.stats();
     m->add_generation(s.n_prompt_tokens, s.n_cached_tokens, s.n_completion_tokens, s.prompt_ms, s.decode_ms);
+    m->add_drafts(s.n_draft_tokens, s.n_draft_accepted);
     if (done.failed()) m->add_error();
   };
   if (!c->streaming()) return reply_whole(c, res, std::move(hold), record, engine_->options().whole_reply_wait_ms);

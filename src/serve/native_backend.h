@@ -34,6 +34,8 @@ struct NativeOptions {
   int32_t batch_tokens = 0;   // tokens per engine step; 0: the engine's default
   int64_t kv_memory = 0;      // K/V pool bytes; 0: ctx_size x slots
   std::string cache_type = "f16";
+  bool ngram = false;         // speculative decoding by prompt lookup (--ngram)
+  int32_t draft_max = 3;      // --mtp-max
   // The chat template's Jinja text when given (--chat-template / --chat-template-file); empty: the
   // model's own, or ChatML with a warning when it has none.
   std::string chat_template;

@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "api/openai_error.h"
@@ -97,12 +98,12 @@ struct ChildBackend::Aborter {
   std::vector<std::weak_ptr<StreamState>> streams;
   std::vector<WholeCall*> calls;
 
-  // Registers a whole reply; false when shut down.
-  bool add(WholeCall* c) {
+  // Registers a whole reply; when shut down, returns the shutdown message instead.
+  std::optional<std::string> add(WholeCall* c) {
     std::lock_guard<std::mutex> lock(mu);
-    if (!shutdown.empty()) return false;
+    if (!shutdown.empty()) return shutdown;
     calls.push_back(c);
-    return true;
+    return std::nullopt;
   }
   void remove(WholeCall* c) {
     std::lock_guard<std::mutex> lock(mu);
@@ -199,7 +200,7 @@ void ChildBackend::post(const http::Request& req, http::Response& res, std::shar
   }
   auto client = make_client(port_);
   WholeCall call{client.get()};
-  if (!aborter_->add(&call)) return set_error(res, ApiErrorKind::kUnavailable, "the server is shutting down");
+  if (auto refused = aborter_->add(&call)) return set_error(res, ApiErrorKind::kUnavailable, *refused);
   auto r = client->Post(upstream_target(req), req.body, req.get_header_value("Content-Type").empty()
                                                           ? "application/json"
                                                           : req.get_header_value("Content-Type"));

@@ -106,6 +106,7 @@ Result<ServeOptions> parse_serve_options(const ParsedArgs& args) {
     ONEBIT_ASSIGN_OR_RETURN(double p, args.get_float("mtp-p-min", 0, 0, 1));
     o.mtp_p_min = p;
   }
+  if (o.ngram && o.mtp_p_min) return make_error("--mtp-p-min does not apply to --ngram: an n-gram lookup has no probabilities");
   if (n_drafters == 0 && (o.mtp_max || o.mtp_p_min)) {
     return make_error("--mtp-max and --mtp-p-min tune a drafter; give one with --mtp, --dflash, --draft or --ngram");
   }

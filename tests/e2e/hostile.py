@@ -36,11 +36,11 @@ def fail(case, message):
 
 
 def timed(port, method, path, body=None, timeout=30):
-    """(status, seconds, body bytes); status 0 when the connection failed."""
+    """(status, seconds, body bytes); status 0 when the connection failed. A str body is sent as is."""
     t0 = time.time()
     try:
         c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-        c.request(method, path, body=None if body is None else json.dumps(body),
+        c.request(method, path, body=body if body is None or isinstance(body, str) else json.dumps(body),
                   headers={"Content-Type": "application/json"})
         r = c.getresponse()
         data = r.read()
@@ -283,7 +283,8 @@ def storm(port, pid, rounds, concurrent):
     statuses = {}
 
     def one(body):
-        status, _, _ = raw_post(port, body)
+        path = "/v1/chat/completions" if body.startswith('{"messages"') else "/v1/completions"
+        status, _, _ = timed(port, "POST", path, body, timeout=300)
         statuses[status] = statuses.get(status, 0) + 1
 
     def round_():
@@ -320,19 +321,6 @@ def storm(port, pid, rounds, concurrent):
         fail("storm", f"resident memory grew from {start} KiB to {end} KiB after {rounds} rounds")
     print(f"hostile: storm: {rounds} rounds of {concurrent} oversized bodies ({statuses}); resident "
           f"{start} KiB -> peak {peak} -> {end} KiB")
-
-
-def raw_post(port, body):
-    path = "/v1/chat/completions" if body.startswith('{"messages"') else "/v1/completions"
-    try:
-        c = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
-        c.request("POST", path, body=body, headers={"Content-Type": "application/json"})
-        r = c.getresponse()
-        data = r.read()
-        c.close()
-        return r.status, 0.0, data
-    except OSError as e:
-        return 0, 0.0, str(e).encode()
 
 
 def main():

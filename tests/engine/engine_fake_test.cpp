@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -192,6 +193,114 @@ TEST(EngineFake, GroupFollowersTakeTheLeadersPrompt) {
     EXPECT_TRUE(ev.finished);
     EXPECT_EQ(ev.reason, FinishReason::kLength);
   }
+}
+
+}  // namespace
+}  // namespace onebit
+
+namespace onebit {
+namespace {
+
+// Proposes the fake model's own continuation (full acceptance), or that continuation with every
+// third token wrong (partial acceptance).
+class FakeDrafter final : public Drafter {
+ public:
+  explicit FakeDrafter(bool noisy) : noisy_(noisy) {}
+  void propose(std::span<const TokenId> context, int32_t max, std::vector<TokenId>& out) const override {
+    std::vector<TokenId> c(context.begin(), context.end());
+    for (TokenId t : fake_continuation(c, max, kVocab)) {
+      out.push_back(noisy_ && (c.size() + out.size()) % 3 == 0 ? (t + 1) % kVocab : t);
+    }
+  }
+
+ private:
+  bool noisy_;
+};
+
+struct DraftRun {
+  int exact = 0, failures = 0;
+  int64_t drafted = 0, accepted = 0, generated = 0;
+};
+
+// Many clients at once through a drafting engine (a tight pool, so some are preempted): every
+// sequence must get exactly its solo tokens.
+DraftRun run_drafting(std::shared_ptr<const Drafter> drafter, int32_t draft_max, int32_t slots, int64_t kv_tokens) {
+  EngineOptions o;
+  o.n_ctx = 128;
+  o.pool_slots = {slots};
+  o.batch_tokens = 32;
+  o.block_size = 4;
+  o.kv_tokens = kv_tokens;
+  o.max_queue = 1000;
+  o.drafter = std::move(drafter);
+  o.draft_max = draft_max;
+  auto engine = start_fake(o);
+  DraftRun out;
+  std::mutex mu;
+  std::vector<std::thread> clients;
+  for (int c = 0; c < 4; ++c) {
+    clients.emplace_back([&, c] {
+      std::mt19937 rng(7 + c);
+      for (int r = 0; r < 12; ++r) {
+        std::vector<TokenId> prompt;
+        for (int i = 1 + rng() % 30; i > 0; --i) prompt.push_back(static_cast<TokenId>(10 + rng() % 20));
+        const int32_t n = 1 + static_cast<int32_t>(rng() % 50);
+        SequenceRequest req;
+        req.prompt = prompt;
+        req.n_predict = n;
+        req.sampler.temperature = 0.0f;
+        auto h = engine->submit(req);
+        std::vector<TokenId> got;
+        SequenceEvents ev;
+        while (h.ok() && !ev.finished) {
+          ev = (*h)->wait(1000);
+          got.insert(got.end(), ev.tokens.begin(), ev.tokens.end());
+        }
+        std::lock_guard<std::mutex> lock(mu);
+        if (h.ok() && ev.reason == FinishReason::kLength && got == fake_continuation(prompt, n, kVocab)) ++out.exact;
+        else ++out.failures;
+        out.drafted += ev.stats.n_draft_tokens;
+        out.accepted += ev.stats.n_draft_accepted;
+        out.generated += ev.stats.n_generated_tokens;
+      }
+    });
+  }
+  for (auto& t : clients) t.join();
+  return out;
+}
+
+TEST(EngineFake, DraftingKeepsTheOutputExactly) {
+  // The model as its own drafter: every draft is accepted (the bookkeeping is right).
+  DraftRun own = run_drafting(std::make_shared<FakeDrafter>(false), 4, 3, 0);
+  EXPECT_EQ(own.failures, 0);
+  EXPECT_EQ(own.exact, 48);
+  EXPECT_GT(own.drafted, own.generated / 2);
+  EXPECT_EQ(own.accepted, own.drafted);
+  // Wrong tokens in the drafts, and a pool too small for everyone (preemption drops drafts).
+  DraftRun noisy = run_drafting(std::make_shared<FakeDrafter>(true), 5, 4, 160);
+  EXPECT_EQ(noisy.failures, 0);
+  EXPECT_GT(noisy.accepted, 0);
+  EXPECT_LT(noisy.accepted, noisy.drafted);
+  // Prompt lookup on the fake model's text.
+  DraftRun ngram = run_drafting(std::make_shared<NgramDrafter>(), 3, 4, 0);
+  EXPECT_EQ(ngram.failures, 0);
+  std::printf("drafting: own %lld/%lld accepted, noisy %lld/%lld, ngram %lld/%lld\n", (long long)own.accepted,
+              (long long)own.drafted, (long long)noisy.accepted, (long long)noisy.drafted, (long long)ngram.accepted,
+              (long long)ngram.drafted);
+}
+
+TEST(Drafter, NgramProposesWhatFollowedTheLatestMatch) {
+  NgramDrafter d(2, 3);
+  std::vector<TokenId> out;
+  // ... 1 2 3 [4 5 6] ... 9 1 2 3 [7 8] ... 1 2 3 -> the latest match of "1 2 3" is followed by 7 8.
+  d.propose(std::vector<TokenId>{1, 2, 3, 4, 5, 6, 9, 1, 2, 3, 7, 8, 1, 2, 3}, 4, out);
+  EXPECT_EQ(out, (std::vector<TokenId>{7, 8, 1, 2}));
+  out.clear();
+  d.propose(std::vector<TokenId>{5, 6, 9, 9, 5, 6}, 2, out);  // a 2-gram when no 3-gram matches
+  EXPECT_EQ(out, (std::vector<TokenId>{9, 9}));
+  out.clear();
+  d.propose(std::vector<TokenId>{1, 2, 3, 4}, 3, out);  // nothing repeats
+  EXPECT_TRUE(out.empty());
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // top-k / top-p / min-p keep. Draw frequencies are checked against the softmax computed here.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <vector>
@@ -237,6 +238,44 @@ TEST(Sampler, PenaltiesKeepSeededRunsReproducible) {
   };
   EXPECT_EQ(run(11), run(11));
   EXPECT_NE(run(11), run(12));
+}
+
+}  // namespace
+}  // namespace onebit
+
+namespace onebit {
+namespace {
+
+// Speculative sampling keeps the target's distribution: 20,000 draws with a proposed draft token
+// (likely, unlikely, or cut by top-k) against the tempered softmax, by chi-square (4 degrees of
+// freedom; 18.47 is the 0.999 quantile). Accepting every draft, or never, fails it.
+TEST(Sampler, DraftedSamplingKeepsTheDistribution) {
+  const std::vector<float> z = {1.0f, 2.0f, 0.5f, -0.5f, 1.5f};
+  for (int32_t draft : {1, 3, 0}) {
+    for (int32_t top_k : {0, 3}) {
+      SamplerParams p = plain(0.9f, 1000 + uint64_t(draft) * 10 + uint64_t(top_k));
+      p.top_k = top_k;
+      Sampler s(p);
+      std::vector<int32_t> keep;  // top-k by logit
+      for (int32_t i = 0; i < 5; ++i) keep.push_back(i);
+      std::sort(keep.begin(), keep.end(), [&](int32_t a, int32_t b) { return z[a] > z[b]; });
+      if (top_k > 0) keep.resize(size_t(top_k));
+      const auto want = log_softmax(z, 0.9, keep);
+      const int n = 20000;
+      std::map<int32_t, int> count;
+      for (int i = 0; i < n; ++i) {
+        std::vector<float> logits = z;
+        ++count[s.sample(logits, {}, 0, nullptr, draft)];
+      }
+      double chi2 = 0.0;
+      for (const auto& [id, lp] : want) {
+        const double e = n * std::exp(lp);
+        chi2 += (count[id] - e) * (count[id] - e) / e;
+      }
+      for (const auto& [id, c] : count) EXPECT_TRUE(want.count(id)) << "token " << id << " is outside top-k";
+      EXPECT_LT(chi2, 18.47) << "draft " << draft << ", top_k " << top_k;
+    }
+  }
 }
 
 }  // namespace
