@@ -6,61 +6,9 @@
 namespace onebit {
 namespace {
 
-constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
-
-// Expected length of a UTF-8 sequence from its lead byte, 0 for a byte that cannot lead.
-int sequence_length(unsigned char b) {
-  if (b < 0x80) return 1;
-  if (b >= 0xC2 && b <= 0xDF) return 2;
-  if (b >= 0xE0 && b <= 0xEF) return 3;
-  if (b >= 0xF0 && b <= 0xF4) return 4;
-  return 0;
-}
-
-// Whether byte `b` may follow `lead` at position `i` (1-based) of a sequence (RFC 3629 table).
-bool valid_continuation(unsigned char lead, int i, unsigned char b) {
-  if (i == 1) {
-    if (lead == 0xE0) return b >= 0xA0 && b <= 0xBF;
-    if (lead == 0xED) return b >= 0x80 && b <= 0x9F;
-    if (lead == 0xF0) return b >= 0x90 && b <= 0xBF;
-    if (lead == 0xF4) return b >= 0x80 && b <= 0x8F;
-  }
-  return b >= 0x80 && b <= 0xBF;
-}
-
 bool is_space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
 
 }  // namespace
-
-std::string sanitize_utf8(std::string_view bytes, std::string& tail) {
-  std::string out;
-  size_t i = 0;
-  while (i < bytes.size()) {
-    const auto lead = static_cast<unsigned char>(bytes[i]);
-    const int len = sequence_length(lead);
-    if (len == 0) {
-      out += kReplacement;
-      ++i;
-      continue;
-    }
-    int ok = 1;
-    while (ok < len && i + ok < bytes.size() && valid_continuation(lead, ok, static_cast<unsigned char>(bytes[i + ok]))) {
-      ++ok;
-    }
-    if (ok == len) {
-      out.append(bytes.substr(i, len));
-      i += len;
-    } else if (i + ok == bytes.size()) {
-      tail.assign(bytes.substr(i));  // may still complete
-      return out;
-    } else {
-      out += kReplacement;  // a maximal invalid subpart becomes one U+FFFD (Unicode 3.9, U+FFFD policy)
-      i += ok;
-    }
-  }
-  tail.clear();
-  return out;
-}
 
 size_t partial_match_suffix(std::string_view text, const std::vector<std::string>& words) {
   size_t best = 0;
@@ -88,14 +36,14 @@ TextStream::TextStream(TextStreamOptions options) : options_(std::move(options))
 TextDelta TextStream::push(std::string_view bytes) {
   if (stopped_) return {};
   std::string tail;
-  stop_pending_ += sanitize_utf8(utf8_pending_ + std::string(bytes), tail);
+  stop_pending_ += utf8_sanitize(utf8_pending_ + std::string(bytes), tail);
   utf8_pending_ = tail;
   return route(take_safe_text(/*final=*/false), /*final=*/false);
 }
 
 TextDelta TextStream::finish() {
   if (!stopped_ && !utf8_pending_.empty()) {
-    stop_pending_ += kReplacement;  // the generation ended inside a character
+    stop_pending_ += kReplacementUtf8;  // the generation ended inside a character
     utf8_pending_.clear();
   }
   return route(stopped_ ? std::string() : take_safe_text(/*final=*/true), /*final=*/true);

@@ -7,6 +7,8 @@
 #include <string_view>
 #include <vector>
 
+#include "base/utf8.h"
+
 namespace onebit {
 
 struct TextStreamOptions {
@@ -54,9 +56,10 @@ class TextStream {
   std::string stop_word_;
 };
 
-// Splits `bytes` into its valid UTF-8 prefix (invalid sequences replaced by U+FFFD) and a tail that
-// is an incomplete but so far valid sequence (at most 3 bytes), which is kept in `tail`.
-std::string sanitize_utf8(std::string_view bytes, std::string& tail);
+// utf8_sanitize (base/utf8.h) under its former name, until api/service.cpp calls it directly.
+inline std::string sanitize_utf8(std::string_view bytes, std::string& tail) {
+  return utf8_sanitize(bytes, tail);
+}
 
 // Length of the longest suffix of `text` that is a proper prefix of one of `words`.
 size_t partial_match_suffix(std::string_view text, const std::vector<std::string>& words);

@@ -13,6 +13,7 @@
 #include <sstream>
 #include <thread>
 
+#include "base/utf8.h"
 #include "bench/machine.h"
 #include "bench/options.h"
 #include "bench/progress.h"
@@ -38,16 +39,9 @@ std::string read_file(const fs::path& path) {
 // The first `n` characters (code points) of UTF-8 `text`; all of it when n is 0.
 std::string first_chars(const std::string& text, int64_t n) {
   if (n <= 0) return text;
-  int64_t count = 0;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const bool lead = (static_cast<unsigned char>(text[i]) & 0xC0) != 0x80;
-    if (lead && count++ == n) return text.substr(0, i);
-  }
-  return text;
-}
-
-size_t count_chars(const std::string& text) {
-  return static_cast<size_t>(std::count_if(text.begin(), text.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
+  size_t pos = 0;
+  for (int64_t k = 0; k < n && pos < text.size(); ++k) pos += utf8_char_length(text, pos);
+  return text.substr(0, pos);
 }
 
 // The project's docs/ directory: beside the build (build/bin/1bit -> docs), or in the current one.
@@ -229,7 +223,7 @@ int run_bench(const ParsedArgs& args) {
   info.date = utc_now();
   info.model_size_bytes = fs::file_size(o.model_path, ec);
   info.chat = in.chat;
-  info.prompt_chars = count_chars(in.prompt_text);
+  info.prompt_chars = utf8_count(in.prompt_text);
   info.prompt_source = prompt->second;
 
   Progress progress(Progress::stderr_is_tty());

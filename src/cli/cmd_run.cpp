@@ -10,11 +10,11 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/cpu_backend.h"
+#include "base/utf8.h"
 #include "cli/command.h"
 #include "cli/default_model.h"
 #include "cli/run_chat.h"
 #include "engine/generate.h"
-#include "engine/utf8.h"
 #include "gguf/gguf_reader.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"

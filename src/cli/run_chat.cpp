@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/utf8.h"
+#include "base/utf8.h"
 #include "template/template.h"
 
 namespace onebit::cli {

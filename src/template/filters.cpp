@@ -6,6 +6,7 @@
 #include <cstring>
 #include <map>
 
+#include "base/utf8.h"
 #include "template/builtins.h"
 
 namespace onebit::tmpl {
@@ -82,7 +83,7 @@ Value f_title(Interpreter&, const Value& v, CallArgs&) {
   // Words begin after whitespace or one of -({[< (jinja2 _word_beginning_split_re).
   std::string out;
   bool begin = true;
-  for (const auto& ch : utf8_chars(v.str())) {
+  for (const auto& ch : utf8_split(v.str())) {
     bool sep = ch.size() == 1 && (std::isspace(static_cast<unsigned char>(ch[0])) || std::strchr("-({[<", ch[0]));
     if (sep) {
       out += ch;
@@ -97,7 +98,7 @@ Value f_title(Interpreter&, const Value& v, CallArgs&) {
 
 Value f_length(Interpreter& in, const Value& v, CallArgs&) {
   if (v.is_string()) in.charge(v.as_string().size());
-  if (v.is_string()) return Value::integer(static_cast<int64_t>(utf8_length(v.as_string())));
+  if (v.is_string()) return Value::integer(static_cast<int64_t>(utf8_count(v.as_string())));
   if (v.is_list()) return Value::integer(static_cast<int64_t>(v.items().size()));
   if (v.is_dict() || v.is_namespace()) return Value::integer(static_cast<int64_t>(v.entries().size()));
   if (v.is_undefined()) return Value::integer(0);
@@ -201,7 +202,7 @@ Value f_replace(Interpreter& in, const Value& v, CallArgs& args) {
   std::string out;
   if (from.empty()) {
     // Python inserts `to` between every character and at both ends.
-    auto chars = utf8_chars(s);
+    auto chars = utf8_split(s);
     for (size_t i = 0; i <= chars.size(); ++i) {
       if (count < 0 || static_cast<int64_t>(i) < count) out += to;
       if (i < chars.size()) out += chars[i];
@@ -222,7 +223,7 @@ Value f_replace(Interpreter& in, const Value& v, CallArgs& args) {
 
 Value f_reverse(Interpreter& in, const Value& v, CallArgs&) {
   if (v.is_string()) {
-    auto chars = utf8_chars(v.as_string());
+    auto chars = utf8_split(v.as_string());
     std::string out;
     for (auto it = chars.rbegin(); it != chars.rend(); ++it) out += *it;
     return Value::string(out);
@@ -433,7 +434,7 @@ Value f_batch(Interpreter& in, const Value& v, CallArgs& args) {
 Value f_center(Interpreter& in, const Value& v, CallArgs& args) {
   std::string s = v.str();
   int64_t width = int_arg(args, 0, "width", 80);
-  int64_t len = static_cast<int64_t>(utf8_length(s));
+  int64_t len = static_cast<int64_t>(utf8_count(s));
   if (width <= len) return Value::string(s);
   in.check_size(static_cast<size_t>(width));
   int64_t marg = width - len, left = marg / 2 + (marg & width & 1);  // CPython's str.center
@@ -446,8 +447,8 @@ Value f_truncate(Interpreter&, const Value& v, CallArgs& args) {
   bool killwords = bool_arg(args, 1, "killwords", false);
   std::string end = str_arg(args, 2, "end", "...");
   int64_t leeway = int_arg(args, 3, "leeway", 5);
-  auto chars = utf8_chars(s);
-  int64_t end_len = static_cast<int64_t>(utf8_length(end));
+  auto chars = utf8_split(s);
+  int64_t end_len = static_cast<int64_t>(utf8_count(end));
   if (length < end_len) throw RenderError("expected length >= " + std::to_string(end_len) + ", got " + std::to_string(length));
   if (static_cast<int64_t>(chars.size()) <= length + leeway) return Value::string(s);
   std::string head;

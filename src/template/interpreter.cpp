@@ -2,6 +2,7 @@
 // Jinja2 3.1 as transformers configures it (default Undefined, loopcontrols, immutable sandbox).
 #include "template/interpreter.h"
 
+#include "base/utf8.h"
 #include "template/builtins.h"
 
 namespace onebit::tmpl {
@@ -408,9 +409,7 @@ Value Interpreter::eval_slice(const Expr& e, const std::shared_ptr<Scope>& scope
   std::vector<size_t> offsets;
   if (is_str) {
     const std::string& str = obj.as_string();
-    for (size_t i = 0; i < str.size(); ++i) {
-      if ((static_cast<unsigned char>(str[i]) & 0xC0) != 0x80 || i == 0) offsets.push_back(i);
-    }
+    for (size_t i = 0; i < str.size(); i += utf8_char_length(str, i)) offsets.push_back(i);
     offsets.push_back(str.size());
   }
   const int64_t n = is_str ? static_cast<int64_t>(offsets.size()) - 1 : static_cast<int64_t>(obj.items().size());
@@ -464,12 +463,11 @@ Value Interpreter::getitem(const Value& obj, const Value& key) {
     } else {
       const std::string& s = obj.as_string();
       charge(s.size());
-      if (i < 0) i += static_cast<int64_t>(utf8_length(s));
+      if (i < 0) i += static_cast<int64_t>(utf8_count(s));
       if (i >= 0) {
         // Walk to the i-th code point without splitting the whole string.
         for (size_t pos = 0, k = 0; pos < s.size(); ++k) {
-          size_t end = pos + 1;
-          while (end < s.size() && (static_cast<unsigned char>(s[end]) & 0xC0) == 0x80) ++end;
+          const size_t end = pos + utf8_char_length(s, pos);
           if (static_cast<int64_t>(k) == i) return Value::string(s.substr(pos, end - pos));
           pos = end;
         }
@@ -517,7 +515,7 @@ List Interpreter::iterate(const Value& v) {
     case Value::Kind::kString: {
       charge(v.as_string().size());
       List chars;
-      for (auto& c : utf8_chars(v.as_string())) chars.push_back(Value::string(std::move(c)));
+      for (auto& c : utf8_split(v.as_string())) chars.push_back(Value::string(std::move(c)));
       return chars;
     }
     default: throw RenderError("'" + v.type_name() + "' object is not iterable");

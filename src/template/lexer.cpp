@@ -7,6 +7,8 @@
 #include <cctype>
 #include <cstring>
 
+#include "base/utf8.h"
+
 namespace onebit::tmpl {
 namespace {
 
@@ -16,24 +18,6 @@ bool is_name_start(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || static_cast<unsigned char>(c) >= 0x80;
 }
 bool is_name_char(char c) { return is_name_start(c) || is_digit(c); }
-
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
 
 // Python's "unicode-escape" decoding of a string literal body, as Jinja2 applies it.
 std::string unescape(const std::string& s) {
@@ -51,8 +35,8 @@ std::string unescape(const std::string& s) {
         char h = s[i + k];
         cp = cp * 16 + static_cast<uint32_t>(is_digit(h) ? h - '0' : (std::tolower(h) - 'a' + 10));
       }
-      if (cp > 0x10FFFF) return false;
-      append_utf8(out, cp);
+      if (cp > kMaxCodePoint) return false;
+      utf8_append(cp, out);
       i += n;
       return true;
     };
@@ -77,7 +61,7 @@ std::string unescape(const std::string& s) {
           size_t n = 0;
           while (n < 3 && i < s.size() && s[i] >= '0' && s[i] <= '7') cp = cp * 8 + static_cast<uint32_t>(s[i++] - '0'), ++n;
           --i;
-          append_utf8(out, cp);
+          utf8_append(cp, out);
         } else {
           out += '\\';
           out += c;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "base/utf8.h"
 #include "template/builtins.h"
 
 namespace onebit::tmpl {
@@ -37,7 +38,7 @@ Value str_split(const std::string& s, const CallArgs& args, bool from_right) {
   int64_t maxsplit = int_arg(args, 1, "maxsplit", -1);
   List out;
   if (!sep_v || sep_v->is_none()) {
-    auto chars = utf8_chars(s);
+    auto chars = utf8_split(s);
     std::vector<std::string> words;
     std::string cur;
     bool in_word = false;
@@ -68,7 +69,7 @@ Value str_split(const std::string& s, const CallArgs& args, bool from_right) {
       for (auto it = chars.rbegin(); it != chars.rend(); ++it) joined += *it;
       Value rev = str_split(joined, args, false);
       for (auto it = rev.items().rbegin(); it != rev.items().rend(); ++it) {
-        auto wc = utf8_chars(it->as_string());
+        auto wc = utf8_split(it->as_string());
         std::string w;
         for (auto jt = wc.rbegin(); jt != wc.rend(); ++jt) w += *jt;
         words.push_back(w);
@@ -122,7 +123,7 @@ bool affix_match(const std::string& s, const Value& affix, bool prefix) {
 std::string py_title(const std::string& s) {
   std::string out;
   bool prev_cased = false;
-  for (const auto& ch : utf8_chars(s)) {
+  for (const auto& ch : utf8_split(s)) {
     bool cased = is_cased_letter(ch);
     out += cased ? (prev_cased ? py_lower(ch) : py_upper(ch)) : ch;
     prev_cased = cased;
@@ -180,7 +181,7 @@ Value str_search(const std::string& s, const std::string& name, const CallArgs& 
   if (!sub || !sub->is_string()) throw RenderError(name + "() needs a string argument");
   const std::string& x = sub->as_string();
   if (name == "count") {
-    if (x.empty()) return Value::integer(static_cast<int64_t>(utf8_length(s)) + 1);
+    if (x.empty()) return Value::integer(static_cast<int64_t>(utf8_count(s)) + 1);
     int64_t n = 0;
     for (size_t p = s.find(x); p != std::string::npos; p = s.find(x, p + x.size())) ++n;
     return Value::integer(n);
@@ -190,7 +191,7 @@ Value str_search(const std::string& s, const std::string& name, const CallArgs& 
     if (name == "index" || name == "rindex") throw RenderError("substring not found");
     return Value::integer(-1);
   }
-  return Value::integer(static_cast<int64_t>(utf8_length(s.substr(0, p))));
+  return Value::integer(static_cast<int64_t>(utf8_count(s.substr(0, p))));
 }
 
 // isdigit, isalpha, isalnum, isspace (ASCII classes), islower, isupper.
@@ -364,16 +365,16 @@ bool is_one_of(const std::string& name, std::initializer_list<const char*> names
 }  // namespace
 
 std::string py_capitalize(const std::string& s) {
-  auto chars = utf8_chars(s);
+  auto chars = utf8_split(s);
   std::string out;
   for (size_t i = 0; i < chars.size(); ++i) out += i == 0 ? py_upper(chars[i]) : py_lower(chars[i]);
   return out;
 }
 
 std::string py_strip(const std::string& s, const std::string* chars, bool left, bool right) {
-  auto cs = utf8_chars(s);
+  auto cs = utf8_split(s);
   std::vector<std::string> strip_set;
-  if (chars) strip_set = utf8_chars(*chars);
+  if (chars) strip_set = utf8_split(*chars);
   auto strip = [&](const std::string& ch) {
     if (!chars) return is_py_space(ch);
     return std::find(strip_set.begin(), strip_set.end(), ch) != strip_set.end();

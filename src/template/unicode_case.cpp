@@ -3,40 +3,11 @@
 // docs/template.md lists this as a difference from Python.
 #include <cstdint>
 
+#include "base/utf8.h"
 #include "template/builtins.h"
 
 namespace onebit::tmpl {
 namespace {
-
-uint32_t decode(const std::string& ch) {
-  auto b = [&](size_t i) { return static_cast<uint32_t>(static_cast<unsigned char>(ch[i])); };
-  switch (ch.size()) {
-    case 1: return b(0);
-    case 2: return ((b(0) & 0x1F) << 6) | (b(1) & 0x3F);
-    case 3: return ((b(0) & 0x0F) << 12) | ((b(1) & 0x3F) << 6) | (b(2) & 0x3F);
-    default: return ((b(0) & 0x07) << 18) | ((b(1) & 0x3F) << 12) | ((b(2) & 0x3F) << 6) | (b(3) & 0x3F);
-  }
-}
-
-std::string encode(uint32_t cp) {
-  std::string out;
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-  return out;
-}
 
 // Latin Extended-A pairs: upper at even code points except in these odd-first ranges.
 bool odd_is_upper(uint32_t c) { return (c >= 0x139 && c <= 0x148) || (c >= 0x179 && c <= 0x17E); }
@@ -89,27 +60,29 @@ uint32_t upper_cp(uint32_t c) {
 
 std::string py_upper(const std::string& s) {
   std::string out;
-  for (const auto& ch : utf8_chars(s)) {
-    uint32_t c = decode(ch);
-    if (ch.size() == 1 && c >= 0x80) {
-      out += ch;  // an invalid byte stays as it is
+  for (const auto& ch : utf8_split(s)) {
+    const Utf8Char d = utf8_decode(ch, 0);
+    if (d.status != Utf8Status::kValid) {
+      out += ch;  // an ill-formed byte stays as it is
       continue;
     }
+    const uint32_t c = d.cp;
     if (c == 0xDF) out += "SS";
-    else out += c < 0x80 || upper_cp(c) != c ? encode(upper_cp(c)) : ch;
+    else out += c < 0x80 || upper_cp(c) != c ? utf8_encode(upper_cp(c)) : ch;
   }
   return out;
 }
 
 std::string py_lower(const std::string& s) {
   std::string out;
-  for (const auto& ch : utf8_chars(s)) {
-    uint32_t c = decode(ch);
-    if (ch.size() == 1 && c >= 0x80) {
+  for (const auto& ch : utf8_split(s)) {
+    const Utf8Char d = utf8_decode(ch, 0);
+    if (d.status != Utf8Status::kValid) {
       out += ch;
       continue;
     }
-    out += c < 0x80 || lower_cp(c) != c ? encode(lower_cp(c)) : ch;
+    const uint32_t c = d.cp;
+    out += c < 0x80 || lower_cp(c) != c ? utf8_encode(lower_cp(c)) : ch;
   }
   return out;
 }

@@ -144,27 +144,6 @@ std::string float_repr(double d) {
   return neg ? "-" + out : out;
 }
 
-size_t utf8_length(const std::string& s) {
-  size_t n = 0;
-  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
-  return n;
-}
-
-std::vector<std::string> utf8_chars(const std::string& s) {
-  std::vector<std::string> out;
-  for (size_t i = 0; i < s.size();) {
-    unsigned char c = static_cast<unsigned char>(s[i]);
-    size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 1;
-    if (i + len > s.size()) len = 1;
-    for (size_t k = 1; k < len; ++k) {
-      if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) { len = 1; break; }
-    }
-    out.push_back(s.substr(i, len));
-    i += len;
-  }
-  return out;
-}
-
 namespace {
 
 std::string string_repr(const std::string& s) {

@@ -132,9 +132,5 @@ class Value {
 
 // Python's repr() of a float ("1.0", "0.1", "1e+16").
 std::string float_repr(double d);
-// Number of Unicode code points in UTF-8 text.
-size_t utf8_length(const std::string& s);
-// UTF-8 text split into its code points (each a std::string); invalid bytes stand alone.
-std::vector<std::string> utf8_chars(const std::string& s);
 
 }  // namespace onebit::tmpl

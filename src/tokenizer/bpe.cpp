@@ -39,7 +39,7 @@ void TokenizerImpl::encode_bpe_text(std::string_view text, std::vector<TokenId>&
   std::string piece;
   for (const PieceSpan& span : pre_tokenize(pre_, cps)) {
     piece.clear();
-    for (size_t i = span.begin; i < span.end; ++i) append_utf8(cps[i], piece);
+    for (size_t i = span.begin; i < span.end; ++i) append_code_point(cps[i], piece);
     if (piece.size() > 32) {
       encode_bpe_piece(piece, out);
       continue;
@@ -58,7 +58,7 @@ void TokenizerImpl::encode_bpe_text(std::string_view text, std::vector<TokenId>&
 void TokenizerImpl::encode_bpe_piece(std::string_view piece, std::vector<TokenId>& out) const {
   if (v_.ignore_merges) {
     std::string mapped;
-    for (unsigned char b : piece) append_utf8(byte_to_unicode()[b], mapped);
+    for (unsigned char b : piece) append_code_point(byte_to_unicode()[b], mapped);
     if (TokenId id = find(mapped); id >= 0) {
       out.push_back(id);
       return;
@@ -80,7 +80,9 @@ void TokenizerImpl::encode_spm_ranked(std::string_view text, std::vector<TokenId
   ids.reserve(text.size());
   bool last_unknown = false;
   for (size_t pos = 0; pos < text.size();) {
-    const size_t len = std::min(utf8_sequence_length(static_cast<uint8_t>(text[pos])), text.size() - pos);
+    // The length the lead byte announces, well-formed or not, as encode_spm cuts symbols.
+    const size_t announced = std::max<size_t>(1, utf8_sequence_length(static_cast<uint8_t>(text[pos])));
+    const size_t len = std::min(announced, text.size() - pos);
     const std::string_view ch = text.substr(pos, len);
     pos += len;
     if (TokenId id = find(ch); id >= 0) {

@@ -1,5 +1,6 @@
 // SentencePiece-style BPE over scores, as llama.cpp's llm_tokenizer_spm: merge the adjacent pair
 // whose joined text is the highest-scoring token (leftmost on ties); leftovers fall back to bytes.
+#include <algorithm>
 #include <queue>
 
 #include "tokenizer/tokenizer_impl.h"
@@ -16,7 +17,9 @@ void TokenizerImpl::encode_spm(std::string_view text, std::vector<TokenId>& out)
   };
   std::vector<Symbol> syms;
   for (size_t pos = 0; pos < text.size();) {
-    const size_t len = std::min(utf8_sequence_length(static_cast<uint8_t>(text[pos])), text.size() - pos);
+    // The length the lead byte announces, well-formed or not, as llama.cpp cuts SPM symbols.
+    const size_t announced = std::max<size_t>(1, utf8_sequence_length(static_cast<uint8_t>(text[pos])));
+    const size_t len = std::min(announced, text.size() - pos);
     const auto n = static_cast<int32_t>(syms.size());
     syms.push_back({pos, len, n - 1, n + 1});
     pos += len;

@@ -90,7 +90,7 @@ Status TokenizerImpl::build() {
     ONEBIT_ASSIGN_OR_RETURN(pre_, pre_tokenizer_from_name(v_.pre));
     for (int b = 0; b < 256; ++b) {
       std::string s;
-      append_utf8(byte_to_unicode()[b], s);
+      append_code_point(byte_to_unicode()[b], s);
       byte_token_[b] = find(s);
     }
   }
@@ -231,7 +231,7 @@ std::string TokenizerImpl::token_to_piece(TokenId id) const {
     const uint32_t cp = utf8_next(text, pos);
     const int b = unicode_to_byte(cp);
     if (b >= 0) out.push_back(static_cast<char>(b));
-    else append_utf8(cp, out);
+    else append_code_point(cp, out);
   }
   return out;
 }

@@ -5,10 +5,11 @@
 #include <algorithm>
 #include <memory>
 
+#include "base/utf8.h"
+
 namespace onebit {
 namespace {
 
-constexpr uint32_t kMaxCodePoint = 0x10FFFF;
 constexpr uint8_t kWhiteSpaceBit = 0x80;
 
 // [cp] = category | kWhiteSpaceBit; ~1.1 MB, built once (thread-safe static init).
@@ -71,37 +72,13 @@ uint32_t compose_pair(uint32_t a, uint32_t b) {
 
 }  // namespace
 
-size_t utf8_sequence_length(uint8_t b) {
-  if (b < 0x80) return 1;
-  if ((b & 0xE0) == 0xC0) return 2;
-  if ((b & 0xF0) == 0xE0) return 3;
-  if ((b & 0xF8) == 0xF0) return 4;
-  return 1;
-}
-
 uint32_t utf8_next(std::string_view text, size_t& pos) {
-  const auto b0 = static_cast<uint8_t>(text[pos]);
-  const size_t n = utf8_sequence_length(b0);
-  if (n == 1 || pos + n > text.size()) {
-    ++pos;
-    return b0 < 0x80 ? b0 : kInvalidByteBase + b0;
+  const Utf8Char c = utf8_decode(text, pos);
+  if (c.status == Utf8Status::kValid) {
+    pos += c.n_bytes;
+    return c.cp;
   }
-  uint32_t cp = n == 2 ? (b0 & 0x1F) : n == 3 ? (b0 & 0x0F) : (b0 & 0x07);
-  for (size_t i = 1; i < n; ++i) {
-    const auto b = static_cast<uint8_t>(text[pos + i]);
-    if ((b & 0xC0) != 0x80) {
-      ++pos;
-      return kInvalidByteBase + b0;
-    }
-    cp = (cp << 6) | (b & 0x3F);
-  }
-  const uint32_t min_for_length[] = {0, 0, 0x80, 0x800, 0x10000};
-  if (cp < min_for_length[n] || cp > kMaxCodePoint || (cp >= 0xD800 && cp <= 0xDFFF)) {
-    ++pos;
-    return kInvalidByteBase + b0;
-  }
-  pos += n;
-  return cp;
+  return kInvalidByteBase + static_cast<uint8_t>(text[pos++]);
 }
 
 std::vector<uint32_t> utf8_to_code_points(std::string_view text) {
@@ -111,30 +88,15 @@ std::vector<uint32_t> utf8_to_code_points(std::string_view text) {
   return out;
 }
 
-void append_utf8(uint32_t cp, std::string& out) {
-  if (cp >= kInvalidByteBase) {
-    out.push_back(static_cast<char>(cp - kInvalidByteBase));
-  } else if (cp < 0x80) {
-    out.push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
+void append_code_point(uint32_t cp, std::string& out) {
+  if (cp >= kInvalidByteBase) out.push_back(static_cast<char>(cp - kInvalidByteBase));
+  else utf8_append(cp, out);
 }
 
 std::string code_points_to_utf8(const std::vector<uint32_t>& cps) {
   std::string out;
   out.reserve(cps.size());
-  for (uint32_t cp : cps) append_utf8(cp, out);
+  for (uint32_t cp : cps) append_code_point(cp, out);
   return out;
 }
 

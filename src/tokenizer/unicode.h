@@ -7,24 +7,26 @@
 #include <string_view>
 #include <vector>
 
+#include "base/utf8.h"
 #include "tokenizer/unicode_tables.h"
 
 namespace onebit {
 
 // A byte that is not part of a valid UTF-8 sequence decodes to kInvalidByteBase + byte: it
 // belongs to no class (not L, N, whitespace) and encodes back to that same byte.
-inline constexpr uint32_t kInvalidByteBase = 0x110000;
+inline constexpr uint32_t kInvalidByteBase = kMaxCodePoint + 1;
 
-// Decodes one code point at `pos` (advanced past it). Never fails: overlong forms, surrogates,
-// values over U+10FFFF and truncated sequences give kInvalidByteBase + first byte (1 byte used).
+// Decodes one code point at `pos` < text.size() (advanced past it) with base/utf8.h's
+// utf8_decode. Never fails: a byte that does not start a well-formed sequence (overlong forms,
+// surrogates, values over U+10FFFF, truncated sequences) gives kInvalidByteBase + that byte and
+// uses 1 byte.
 uint32_t utf8_next(std::string_view text, size_t& pos);
 // Decodes all of `text`.
 std::vector<uint32_t> utf8_to_code_points(std::string_view text);
-// Appends the UTF-8 of `cp` (or the raw byte for an invalid-byte code point) to `out`.
-void append_utf8(uint32_t cp, std::string& out);
+// Appends the UTF-8 of `cp`, or the raw byte of an invalid-byte code point, to `out`.
+void append_code_point(uint32_t cp, std::string& out);
+// The inverse of utf8_to_code_points.
 std::string code_points_to_utf8(const std::vector<uint32_t>& cps);
-// Length of the UTF-8 sequence that starts with byte `b` (1 for continuation/invalid bytes).
-size_t utf8_sequence_length(uint8_t b);
 
 // General category; kCn for unassigned code points and invalid bytes. Thread-safe.
 GeneralCategory general_category(uint32_t cp);

@@ -6,6 +6,8 @@
 
 #include <random>
 
+#include "base/utf8.h"
+
 namespace onebit {
 namespace {
 
@@ -19,9 +21,7 @@ std::string trim(std::string s, bool left, bool right) {
 
 // The rule applied once to the whole output: the oracle for streaming.
 TextDelta one_shot(const std::string& bytes, const TextStreamOptions& o) {
-  std::string tail;
-  std::string text = sanitize_utf8(bytes, tail);
-  if (!tail.empty()) text += "\xEF\xBF\xBD";
+  std::string text = utf8_sanitize(bytes);
   size_t cut = std::string::npos;
   for (const auto& w : o.stop)
     if (!w.empty()) cut = std::min(cut, text.find(w));

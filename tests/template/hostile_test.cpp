@@ -140,5 +140,16 @@ TEST(Hostile, InvalidUtf8PassesThroughWithoutCrashing) {
   EXPECT_TRUE(out.ok()) << out.message();
 }
 
+TEST(Hostile, IllFormedBytesAreOneCharacterEverywhere) {
+  // base/utf8.h's rule (each ill-formed byte stands alone): length, iteration, indexing and
+  // slicing agree. Here: a, 80, U+00E9, then a surrogate's three bytes.
+  auto t = ChatTemplate::parse(
+      "{{ s | length }}|{{ s | list | length }}|{{ s[2] == s[2:3] }}|{{ s[::-1] | length }}");
+  ASSERT_TRUE(t.ok());
+  auto out = t->render(ordered_json{{"s", "a\x80\xC3\xA9\xED\xA0\x80"}});
+  ASSERT_TRUE(out.ok()) << out.message();
+  EXPECT_EQ(*out, "6|6|True|6");
+}
+
 }  // namespace
 }  // namespace onebit
