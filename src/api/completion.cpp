@@ -1,6 +1,8 @@
 // A completion's replies, whole or streamed; see completion.h.
 #include "api/completion.h"
 
+#include "base/utf8.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -34,13 +36,6 @@ namespace {
 
 constexpr double kMinLogprob = -9999.0;  // stands for -inf, which JSON cannot hold (as vLLM)
 
-// A token's text for JSON (a piece may end inside a UTF-8 character: U+FFFD there).
-std::string piece_text(const std::string& piece) {
-  std::string tail;
-  std::string out = sanitize_utf8(piece, tail);
-  if (!tail.empty()) out += "\xEF\xBF\xBD";
-  return out;
-}
 
 json piece_bytes(const std::string& piece) {
   json out = json::array();
@@ -87,18 +82,18 @@ json Completion::empty_logprobs() const {
 }
 
 void Completion::add_logprobs(Choice& c, const std::string& piece, const SampledLogprobs& lp) {
-  const std::string text = piece_text(piece);
+  const std::string text = utf8_sanitize(piece);
   for (json* to : {&c.logprobs, &c.new_logprobs}) {
     if (setup_.endpoint == Endpoint::kChat) {
       json top = json::array();
       for (const TokenLogprob& t : lp.top) {
         const std::string p = tokenizer_.token_to_piece(t.id);
-        top.push_back({{"token", piece_text(p)}, {"logprob", logprob_value(t.logprob)}, {"bytes", piece_bytes(p)}});
+        top.push_back({{"token", utf8_sanitize(p)}, {"logprob", logprob_value(t.logprob)}, {"bytes", piece_bytes(p)}});
       }
       to->push_back({{"token", text}, {"logprob", logprob_value(lp.logprob)}, {"bytes", piece_bytes(piece)}, {"top_logprobs", top}});
     } else {
       json top = json::object();
-      for (const TokenLogprob& t : lp.top) top[piece_text(tokenizer_.token_to_piece(t.id))] = logprob_value(t.logprob);
+      for (const TokenLogprob& t : lp.top) top[utf8_sanitize(tokenizer_.token_to_piece(t.id))] = logprob_value(t.logprob);
       (*to)["tokens"].push_back(text);
       (*to)["token_logprobs"].push_back(logprob_value(lp.logprob));
       (*to)["top_logprobs"].push_back(top);

@@ -1,6 +1,8 @@
 // The API service over the engine; see service.h.
 #include "api/service.h"
 
+#include "base/utf8.h"
+
 #include <algorithm>
 #include <chrono>
 #include <random>
@@ -17,13 +19,6 @@ bool ends_inside_think(const std::string& prompt, const std::string& open) {
   return end >= open.size() && prompt.compare(end - open.size(), open.size(), open) == 0;
 }
 
-std::string safe_dump_string(const std::string& s) {
-  // Replaces invalid UTF-8 (a token may hold half a character) so the reply stays valid JSON.
-  std::string tail;
-  std::string out = sanitize_utf8(s, tail);
-  if (!tail.empty()) out += "\xEF\xBF\xBD";
-  return out;
-}
 
 }  // namespace
 
@@ -189,7 +184,7 @@ ApiResult<json> ApiService::tokenize(const std::string& body) const {
   json tokens = json::array();
   for (TokenId id : ids) {
     if (with_pieces.value->value_or(false)) {
-      tokens.push_back({{"id", id}, {"piece", safe_dump_string(tokenizer_.token_to_piece(id))}});
+      tokens.push_back({{"id", id}, {"piece", utf8_sanitize(tokenizer_.token_to_piece(id))}});
     } else {
       tokens.push_back(id);
     }
@@ -211,7 +206,7 @@ ApiResult<json> ApiService::detokenize(const std::string& body) const {
     }
     ids.push_back(static_cast<TokenId>(t.get<int64_t>()));
   }
-  return json{{"content", safe_dump_string(tokenizer_.decode(ids))}};
+  return json{{"content", utf8_sanitize(tokenizer_.decode(ids))}};
 }
 
 ApiResult<json> ApiService::apply_template(const std::string& body) const {
@@ -219,7 +214,7 @@ ApiResult<json> ApiService::apply_template(const std::string& body) const {
   if (!parsed.ok()) return parsed.error;
   auto text = render_chat(*parsed.value);
   if (!text.ok()) return text.error;
-  return json{{"prompt", safe_dump_string(*text.value)}};
+  return json{{"prompt", utf8_sanitize(*text.value)}};
 }
 
 json ApiService::props() const {
@@ -230,7 +225,7 @@ json ApiService::props() const {
           {"total_slots", engine_.layout().pool_slots.at(static_cast<size_t>(options_.pool))},
           {"model_alias", options_.alias},
           {"model_path", options_.model_path},
-          {"chat_template", safe_dump_string(options_.template_source)},
+          {"chat_template", utf8_sanitize(options_.template_source)},
           {"bos_token", special_tokens_.value("bos_token", "")},
           {"eos_token", special_tokens_.value("eos_token", "")},
           {"build_info", "1bit"}};

@@ -56,11 +56,6 @@ class TextStream {
   std::string stop_word_;
 };
 
-// utf8_sanitize (base/utf8.h) under its former name, until api/service.cpp calls it directly.
-inline std::string sanitize_utf8(std::string_view bytes, std::string& tail) {
-  return utf8_sanitize(bytes, tail);
-}
-
 // Length of the longest suffix of `text` that is a proper prefix of one of `words`.
 size_t partial_match_suffix(std::string_view text, const std::vector<std::string>& words);
 

@@ -14,7 +14,7 @@
 #include <functional>
 #include <map>
 
-#include "api/text_stream.h"
+#include "base/utf8.h"
 #include "backend/backend.h"
 #include "e2e_util.h"
 #include "gguf/gguf_reader.h"
@@ -75,9 +75,7 @@ class Reference {
       if (tokenizer_->is_end_of_generation(t)) break;
       raw += tokenizer_->token_to_piece(t);
     }
-    std::string tail;
-    std::string out = sanitize_utf8(raw, tail);
-    return tail.empty() ? out : out + "\xEF\xBF\xBD";
+    return utf8_sanitize(raw);
   }
 
  private:
