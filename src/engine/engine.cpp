@@ -84,9 +84,11 @@ struct Engine::Live {
   double decode_started_ms = 0.0;  // first token sampled
   int32_t n_generated = 0;
   int64_t leader = -1;             // held until this sequence's prompt is computed
-  int32_t draft_len = 0;           // the next draft's length at most (adapts to the acceptance)
-  int32_t draft_pause = 0;         // steps to skip drafting after drafts that nothing accepted
-  int32_t draft_misses = 0;        // drafts in a row of which nothing was accepted
+  int32_t draft_len = 0;           // the drafts' length at most (0: this sequence does not draft)
+  double draft_hits = 1.0;         // fading counts of drafted tokens accepted, and of tokens
+  double draft_trials = 2.0;       // verified: their ratio estimates the acceptance (prior 1/2)
+  TokenId shadow = -1;             // a proposal not sent (drafting did not pay): checked against
+                                   // the sampled token, so the acceptance keeps being learned
   SampledLogprobs logprobs;        // scratch for the sampler
 };
 
@@ -364,10 +366,41 @@ int32_t Engine::prefill_cap() const {
   return std::max(1, static_cast<int32_t>(credit_ms_ / cost));
 }
 
+void StepCostFit::add(double tokens, double ms) {
+  constexpr double kKeep = 0.97;  // about the last 30 steps count
+  w_ = kKeep * w_ + 1.0;
+  x_ = kKeep * x_ + tokens;
+  y_ = kKeep * y_ + ms;
+  xx_ = kKeep * xx_ + tokens * tokens;
+  xy_ = kKeep * xy_ + tokens * ms;
+}
+
+bool StepCostFit::fit(double& t0, double& per_token) const {
+  if (w_ < 4.0) return false;
+  const double mx = x_ / w_, my = y_ / w_;
+  const double var = xx_ / w_ - mx * mx;
+  if (var < 0.1) return false;
+  per_token = std::max(0.0, (xy_ / w_ - mx * my) / var);
+  t0 = std::max(0.0, my - per_token * mx);
+  return true;
+}
+
+int32_t worthwhile_draft(double acceptance, int32_t max_len, double t0, double per_token, int32_t n_decoding) {
+  // N sequences drafting k tokens each, accepting E[a] on average, turn a step of t0 + c N into
+  // one of t0 + c N (1 + k) that yields N (1 + E[a]) tokens. The i-th drafted token is accepted
+  // with probability acceptance^i, so it pays while acceptance^i (t0 + c N) > c N.
+  const double busy = per_token * n_decoding;
+  const double share = t0 + busy > 0.0 ? busy / (t0 + busy) : 1.0;
+  int32_t k = 0;
+  for (double p = acceptance; k < max_len && p > share; p *= acceptance) ++k;
+  return k;
+}
+
 void Engine::learn_timing(const StepPlan& plan, double step_ms) {
   auto ema = [](double& avg, double x) { avg = avg <= 0.0 ? x : 0.8 * avg + 0.2 * x; };
-  const int32_t n_prefill = plan.n_tokens - plan.n_decode;
-  if (plan.n_decode > 0 && n_prefill == 0) ema(decode_step_ms_, step_ms);
+  const int32_t n_prefill = plan.n_tokens - plan.n_decode - plan.n_draft;
+  if (plan.n_decode > 0 && n_prefill == 0) decode_cost_.add(plan.n_tokens, step_ms);
+  if (plan.n_decode > 0 && n_prefill == 0 && plan.n_draft == 0) ema(decode_step_ms_, step_ms);
   if (plan.n_tokens >= 8) ema(token_ms_, step_ms / plan.n_tokens);
   if (plan.n_decode == 0) {  // nobody decodes: nothing to protect
     credit_ms_ = kPrefillCreditMs;
@@ -454,24 +487,31 @@ void Engine::step() {
 void Engine::propose_drafts() {
   if (!options_.drafter) return;
   std::vector<TokenId> draft;
+  int32_t n_decoding = 0;
+  for (Sequence* seq : scheduler_.running()) n_decoding += seq->n_pending() == 1;
+  double t0 = 0.0, per_token = 0.0;
+  const bool fitted = options_.draft_when_it_pays && decode_cost_.fit(t0, per_token);
   for (Sequence* seq : scheduler_.running()) {
     if (seq->n_pending() != 1 || seq->n_draft != 0) continue;  // prompt left, or drafted already
     Live& live = *live_.at(seq->id);
     if (live.draft_len == 0) continue;
-    if (live.draft_pause > 0) {
-      --live.draft_pause;
-      continue;
-    }
+    // Until decode steps of several sizes were timed, draft (that is how they get timed).
+    const int32_t len = fitted ? worthwhile_draft(live.draft_hits / live.draft_trials, live.draft_len, t0, per_token, n_decoding)
+                               : live.draft_len;
     // Room for the draft and the token after it, within n_predict and the context.
     const int64_t room = std::min<int64_t>(live.request.n_predict - live.n_generated - 1,
                                            int64_t(layout_.n_ctx) - int64_t(seq->tokens.size()) - 1);
-    const int32_t k = static_cast<int32_t>(std::min<int64_t>(live.draft_len, room));
+    const int32_t k = static_cast<int32_t>(std::min<int64_t>(std::max(len, 1), room));
     if (k <= 0) continue;
     draft.clear();
     options_.drafter->propose(seq->tokens, k, draft);
     if (draft.size() > size_t(k)) draft.resize(size_t(k));
     for (TokenId t : draft) {
       if (t < 0 || t >= runner_->vocab_size()) return;  // a drafter's bug must not reach the model
+    }
+    if (len == 0) {  // drafting does not pay now: keep learning from the first proposal alone
+      live.shadow = draft.empty() ? -1 : draft[0];
+      continue;
     }
     seq->tokens.insert(seq->tokens.end(), draft.begin(), draft.end());
     seq->n_draft = static_cast<int32_t>(draft.size());
@@ -536,13 +576,19 @@ void Engine::sample_and_stream(const StepPlan& plan, double now) {
         break;
       }
     }
-    if (ended || n_draft == 0) continue;
-    // Adaptive depth: a fully accepted draft lengthens the next, a rejected one shortens it; drafts
-    // that keep failing pause drafting for a while (1, 2, 4 ... 64 steps), so it costs little.
-    if (accepted == n_draft) live.draft_len = std::min(options_.draft_max, live.draft_len + 1);
-    else if (accepted * 2 < n_draft) live.draft_len = std::max(1, live.draft_len - 1);
-    live.draft_misses = accepted == 0 ? live.draft_misses + 1 : 0;
-    if (live.draft_misses >= 2) live.draft_pause = 1 << std::min(live.draft_misses - 2, 6);
+    if (ended) continue;
+    // The acceptance estimate: each verified position is a trial (a draft stops at its first
+    // rejection), older ones fading; a shadow proposal counts as a draft of one.
+    constexpr double kKeep = 0.9;
+    if (n_draft > 0) {
+      live.draft_hits = kKeep * live.draft_hits + accepted;
+      live.draft_trials = kKeep * live.draft_trials + accepted + (accepted < n_draft ? 1 : 0);
+    } else if (live.shadow >= 0) {
+      const bool hit = live.shadow == seq.tokens.back();
+      live.draft_hits = kKeep * live.draft_hits + hit;
+      live.draft_trials = kKeep * live.draft_trials + 1.0;
+    }
+    live.shadow = -1;
   }
 }
 

@@ -120,6 +120,8 @@ struct EngineOptions {
   std::function<bool(TokenId)> is_end;    // end-of-generation tokens
   std::shared_ptr<const Drafter> drafter; // speculative decoding of pool 0's sequences; null = off
   int32_t draft_max = 3;                  // tokens drafted per step at most (--mtp-max)
+  bool draft_when_it_pays = true;         // the cost model picks each draft's length; false:
+                                          // always draft_max (tests of the bookkeeping)
 };
 
 inline constexpr int32_t kDefaultBatchTokens = 512;
@@ -161,6 +163,23 @@ struct EngineState {
 
 // Sizes the K/V pool and step limits for `options` (pure): errors name the option to change.
 Result<EngineLayout> plan_engine_layout(const EngineOptions& options);
+
+// A least-squares line through recent decode steps' (tokens, milliseconds), older steps fading:
+// a step costs about t0 + per_token * tokens.
+class StepCostFit {
+ public:
+  void add(double tokens, double ms);
+  // False until steps of different sizes were seen.
+  bool fit(double& t0, double& per_token) const;
+
+ private:
+  double w_ = 0, x_ = 0, y_ = 0, xx_ = 0, xy_ = 0;
+};
+
+// The draft length that pays for itself: the largest k with acceptance^k above the share of a
+// step's time that its tokens cost (per_token * n / (t0 + per_token * n)), at most max_len; 0 when
+// even one drafted token costs more than it is expected to save.
+int32_t worthwhile_draft(double acceptance, int32_t max_len, double t0, double per_token, int32_t n_decoding);
 
 class Engine {
  public:
@@ -219,6 +238,7 @@ class Engine {
   double token_ms_ = 0.0;            // a step's time per token
   double prefill_token_ms_ = 0.0;    // a prompt token's time beside decoding
   double credit_ms_ = 0.0;           // prompt time allowed before it slows the decoding streams
+  StepCostFit decode_cost_;          // decode steps' time against their tokens (drafting's cost)
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

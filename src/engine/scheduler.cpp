@@ -114,6 +114,7 @@ StepPlan Scheduler::schedule(int32_t prefill_cap) {
     if (seq->status != SequenceStatus::kRunning) continue;
     add_run(seq, 1 + seq->n_draft, plan);
     ++plan.n_decode;
+    plan.n_draft += seq->n_draft;
     budget -= 1 + seq->n_draft;
   }
   int32_t prefill_left = plan.n_decode > 0 ? std::min(prefill_cap, budget) : budget;

@@ -37,7 +37,8 @@ struct StepPlan {
   std::vector<BlockCopy> copies;      // copy-on-write, before the step runs
   std::vector<Sequence*> preempted;   // lost their blocks while this step was built
   int32_t n_tokens = 0;
-  int32_t n_decode = 0;               // runs of one token that continue a generation
+  int32_t n_decode = 0;               // runs that continue a generation (one token and its draft)
+  int32_t n_draft = 0;                // draft tokens of those runs
   bool empty() const { return runs.empty(); }
 };
 

@@ -234,6 +234,7 @@ DraftRun run_drafting(std::shared_ptr<const Drafter> drafter, int32_t draft_max,
   o.max_queue = 1000;
   o.drafter = std::move(drafter);
   o.draft_max = draft_max;
+  o.draft_when_it_pays = false;  // the fake runner's steps cost nothing: draft every time
   auto engine = start_fake(o);
   DraftRun out;
   std::mutex mu;
@@ -301,6 +302,37 @@ TEST(Drafter, NgramProposesWhatFollowedTheLatestMatch) {
   out.clear();
   d.propose(std::vector<TokenId>{1, 2, 3, 4}, 3, out);  // nothing repeats
   EXPECT_TRUE(out.empty());
+}
+
+}  // namespace
+}  // namespace onebit
+
+namespace onebit {
+namespace {
+
+// The cost model of drafting: a line through timed steps, and the draft length that pays.
+TEST(DraftCost, FitsTheStepLineAndDraftsOnlyWhatPays) {
+  StepCostFit fit;
+  double t0 = 0, c = 0;
+  EXPECT_FALSE(fit.fit(t0, c));
+  for (int i = 0; i < 10; ++i) fit.add(1, 11.0);
+  EXPECT_FALSE(fit.fit(t0, c)) << "one step size tells nothing of the slope";
+  for (int i = 0; i < 10; ++i) {
+    fit.add(2, 12.0);
+    fit.add(4, 14.0);
+  }
+  ASSERT_TRUE(fit.fit(t0, c));
+  EXPECT_NEAR(t0, 10.0, 1e-9);
+  EXPECT_NEAR(c, 1.0, 1e-9);
+  // One sequence, a step mostly fixed cost (share 1/11): drafting pays while acceptance^k > 1/11.
+  EXPECT_EQ(worthwhile_draft(0.5, 8, 10.0, 1.0, 1), 3);
+  EXPECT_EQ(worthwhile_draft(0.5, 2, 10.0, 1.0, 1), 2);
+  EXPECT_EQ(worthwhile_draft(0.05, 8, 10.0, 1.0, 1), 0);
+  // 64 sequences: their tokens are 86% of the step; only a near-certain drafter pays.
+  EXPECT_EQ(worthwhile_draft(0.5, 8, 10.0, 1.0, 64), 0);
+  EXPECT_EQ(worthwhile_draft(0.9, 8, 10.0, 1.0, 64), 1);
+  // Compute-bound (no fixed cost): never.
+  EXPECT_EQ(worthwhile_draft(0.99, 8, 0.0, 1.0, 1), 0);
 }
 
 }  // namespace
