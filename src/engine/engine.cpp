@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <exception>
 #include <limits>
 
@@ -17,6 +18,19 @@ constexpr double kPrefillShare = 0.9;
 
 double now_ms() {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// The positions of run `r` whose final-normed rows an embedding pooled by `p` needs, in order: the
+// prompt's last token (kLast), every token (kMean), the first token (kCls).
+void embedding_positions(Pooling p, const ScheduledRun& r, std::vector<int32_t>& out) {
+  out.clear();
+  if (p == Pooling::kMean) {
+    for (int32_t i = 0; i < r.n; ++i) out.push_back(r.first + i);
+  } else if (p == Pooling::kCls) {
+    if (r.first == 0) out.push_back(0);
+  } else if (r.logits) {
+    out.push_back(r.first + r.n - 1);
+  }
 }
 
 }  // namespace
@@ -39,6 +53,11 @@ void SequenceHandle::push_token(TokenId token) {
   cv_.notify_all();
 }
 
+void SequenceHandle::set_embedding(std::vector<float> embedding) {
+  std::lock_guard<std::mutex> lock(mu_);
+  pending_.embedding = std::move(embedding);
+}
+
 void SequenceHandle::finish(FinishReason reason, const SequenceStats& stats, std::string error) {
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -56,6 +75,8 @@ struct Engine::Live {
   SequenceRequest request;  // prompt moved into seq.tokens
   std::shared_ptr<SequenceHandle> handle;
   std::unique_ptr<Sampler> sampler;
+  std::vector<double> pooled;  // embeddings: the sum of the rows pooled so far [hidden]
+  int32_t n_pooled = 0;        // and how many (for kMean: the prompt's first n_pooled tokens)
   SequenceStats stats;
   double queued_ms = 0.0;
   double started_ms = 0.0;         // first scheduled
@@ -76,6 +97,9 @@ Result<EngineLayout> plan_engine_layout(const EngineOptions& o) {
   }
   if (o.cache_type != GgmlType::kF16 && o.cache_type != GgmlType::kF32) {
     return make_error("engine: cache type must be f16 or f32 (--cache-type)");
+  }
+  if (o.pooling == Pooling::kRank) {
+    return make_error("engine: rank pooling (a reranker) is not built; use last, mean or cls (--pooling)");
   }
   EngineLayout l;
   l.n_ctx = o.n_ctx;
@@ -115,7 +139,11 @@ Result<std::unique_ptr<Engine>> Engine::start(Model& model, EngineOptions option
   ro.cache_type = layout.cache_type;
   int32_t slots = 0;
   for (int32_t n : layout.pool_slots) slots += n;
-  ro.limits = StepLimits{layout.batch_tokens, slots, (layout.n_ctx + layout.block_size - 1) / layout.block_size, slots};
+  // An embedding engine wants hidden rows (for kMean, one per token of a step) and no logits.
+  const bool embed = options.pooling != Pooling::kNone;
+  ro.limits = StepLimits{layout.batch_tokens, slots, (layout.n_ctx + layout.block_size - 1) / layout.block_size,
+                         embed ? layout.batch_tokens : slots, !embed};
+  ro.hidden = embed;
   auto runner = make_model_runner(model, ro);
   if (!runner.ok()) return make_error("engine: " + runner.message());
   return start(std::move(*runner), std::move(options));
@@ -123,6 +151,7 @@ Result<std::unique_ptr<Engine>> Engine::start(Model& model, EngineOptions option
 
 Result<std::unique_ptr<Engine>> Engine::start(std::unique_ptr<ModelRunner> runner, EngineOptions options) {
   ONEBIT_ASSIGN_OR_RETURN(EngineLayout layout, plan_engine_layout(options));
+  if (options.pooling != Pooling::kNone) options.fair_prefill = false;  // nothing decodes
   std::unique_ptr<Engine> engine(new Engine(std::move(runner), std::move(options), std::move(layout)));
   if (engine->options_.is_end) {
     for (TokenId id = 0; id < engine->runner_->vocab_size(); ++id) {
@@ -148,10 +177,11 @@ Engine::~Engine() {
 Result<std::shared_ptr<SequenceHandle>> Engine::submit(SequenceRequest request) {
   if (request.prompt.empty()) return make_error("the prompt has no tokens");
   if (request.n_predict < 1) return make_error("n_predict is " + std::to_string(request.n_predict) + "; allowed >= 1");
-  const int64_t needed = static_cast<int64_t>(request.prompt.size()) + request.n_predict;
+  const int32_t n_new = options_.pooling == Pooling::kNone ? request.n_predict : 0;  // embeddings: the prompt only
+  const int64_t needed = static_cast<int64_t>(request.prompt.size()) + n_new;
   if (needed > layout_.n_ctx) {
     return make_error("prompt (" + std::to_string(request.prompt.size()) + " tokens) + " +
-                      std::to_string(request.n_predict) + " new tokens exceed the context of " +
+                      std::to_string(n_new) + " new tokens exceed the context of " +
                       std::to_string(layout_.n_ctx));
   }
   for (TokenId id : request.prompt) {
@@ -182,6 +212,7 @@ Result<std::shared_ptr<SequenceHandle>> Engine::submit(SequenceRequest request) 
     live->seq.tokens = std::move(request.prompt);
     live->seq.n_prompt = static_cast<int32_t>(live->seq.tokens.size());
     live->seq.cache_prompt = request.cache_prompt;
+    live->seq.every_row = options_.pooling == Pooling::kMean || options_.pooling == Pooling::kCls;
     live->request = std::move(request);
     incoming_.push_back(std::move(live));
   }
@@ -315,7 +346,12 @@ void Engine::build_batch(const StepPlan& plan) {
       b.slots.push_back(table[pos / bs] * bs + pos % bs);
       b.seq_ids.push_back(static_cast<int32_t>(s));
     }
-    if (r.logits) b.out_rows.push_back(static_cast<int32_t>(b.tokens.size()) - 1);
+    if (options_.pooling != Pooling::kNone) {
+      embedding_positions(options_.pooling, r, positions_);
+      for (int32_t pos : positions_) b.out_rows.push_back(static_cast<int32_t>(b.tokens.size()) - r.n + pos - r.first);
+    } else if (r.logits) {
+      b.out_rows.push_back(static_cast<int32_t>(b.tokens.size()) - 1);
+    }
     b.block_tables.insert(b.block_tables.end(), table.begin(), table.end());
     b.block_tables.resize(size_t(s + 1) * b.max_blocks, -1);
   }
@@ -359,7 +395,11 @@ void Engine::step() {
   scheduler_.commit(plan);
   const double now = now_ms();
   learn_timing(plan, now - t0);
-  sample_and_stream(plan, now);
+  if (options_.pooling != Pooling::kNone) {
+    pool_embeddings(plan);
+  } else {
+    sample_and_stream(plan, now);
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     published_.last_step_tokens = plan.n_tokens;
@@ -392,6 +432,48 @@ void Engine::sample_and_stream(const StepPlan& plan, double now) {
     } else {
       live.seq.tokens.push_back(token);
     }
+  }
+}
+
+void Engine::pool_embeddings(const StepPlan& plan) {
+  const size_t n_out = batch_.out_rows.size();
+  const size_t width = n_out > 0 ? out_.hidden.size() / n_out : 0;
+  if (n_out > 0 && (width == 0 || width * n_out != out_.hidden.size())) {
+    const std::string error = "internal error: the step gave " + std::to_string(out_.hidden.size()) +
+                              " hidden values for " + std::to_string(n_out) + " rows";
+    for (const ScheduledRun& r : plan.runs) finish(*live_.at(r.seq->id), FinishReason::kError, error);
+    return;
+  }
+  size_t row = 0;
+  for (const ScheduledRun& r : plan.runs) {
+    Live& live = *live_.at(r.seq->id);
+    embedding_positions(options_.pooling, r, positions_);
+    for (int32_t pos : positions_) {
+      const float* h = out_.hidden.data() + (row++) * width;
+      // kMean and kCls take each position once: a run again after a preemption is pooled already.
+      if (options_.pooling != Pooling::kLast && pos != live.n_pooled) continue;
+      if (live.pooled.empty()) live.pooled.assign(width, 0.0);
+      for (size_t k = 0; k < width; ++k) live.pooled[k] += h[k];
+      ++live.n_pooled;
+    }
+    if (!r.logits) continue;  // more of the prompt to run
+    const int32_t want = options_.pooling == Pooling::kMean ? live.seq.n_prompt : 1;
+    if (live.n_pooled != want) {
+      finish(live, FinishReason::kError, "internal error: pooled " + std::to_string(live.n_pooled) + " rows of " +
+                                             std::to_string(want));
+      continue;
+    }
+    // The mean (or the one row), L2-normalised as llama.cpp's common_embd_normalize: a zero vector stays zero.
+    double sq = 0.0;
+    for (double& x : live.pooled) {
+      x /= live.n_pooled;
+      sq += x * x;
+    }
+    const double inv = sq > 0.0 ? 1.0 / std::sqrt(sq) : 0.0;
+    std::vector<float> v(live.pooled.size());
+    for (size_t k = 0; k < v.size(); ++k) v[k] = static_cast<float>(live.pooled[k] * inv);
+    live.handle->set_embedding(std::move(v));
+    finish(live, FinishReason::kEnd);
   }
 }
 
