@@ -12,6 +12,8 @@
 #include <fstream>
 
 #include "e2e_util.h"
+#include "gguf/gguf_reader.h"
+#include "gguf/gguf_writer.h"
 #include "run_command.h"
 
 namespace onebit::e2e {
@@ -111,9 +113,9 @@ class EmbeddingsE2e : public ::testing::Test {
 };
 
 // Chunks of 32 tokens, 3 sequences per step, K/V blocks of 16: the long prompts run over many
-// steps beside the short ones.
+// steps beside the short ones. F32 K/V: the f32 model end to end, as the goldens are.
 const std::vector<std::string> kServeArgs = {"--embedding", "--alias", "tiny", "-c", "256", "--batch-tokens", "32",
-                                             "--parallel", "3", "--threads", "2"};
+                                             "--parallel", "3", "--threads", "2", "--cache-type", "f32"};
 
 TEST_F(EmbeddingsE2e, LastPoolingMatchesTransformersAndEveryFormWorks) {
   ASSERT_FALSE(model_.empty());
@@ -236,6 +238,42 @@ TEST_F(EmbeddingsE2e, WithoutEmbeddingTheRouteSaysHowToTurnItOn) {
   EXPECT_NE(r.raw.find("--embedding"), std::string::npos) << r.raw;
   auto completion = server.post("/v1/completions", json{{"prompt", {1, 2, 3}}, {"max_tokens", 2}});
   EXPECT_EQ(completion.status, 200) << completion.raw;
+}
+
+// The model's qwen3.pooling_type is the default (llama.cpp's 1 = mean here); --pooling overrides
+// it; a file whose type /v1/embeddings cannot serve (0, none) is refused at startup, naming it.
+TEST_F(EmbeddingsE2e, TheFilesPoolingTypeIsTheDefault) {
+  ASSERT_FALSE(model_.empty());
+  auto with_pooling = [&](uint32_t type) {
+    auto file = GgufFile::open(model_);
+    EXPECT_TRUE(file.ok()) << file.message();
+    GgufWriter w;
+    w.copy_metadata(*file);
+    w.set_uint32("qwen3.pooling_type", type);
+    for (const auto& t : file->tensors()) EXPECT_TRUE(w.add_tensor(t).ok());
+    const std::string path = (dir_ / ("pooling-" + std::to_string(type) + ".gguf")).string();
+    EXPECT_TRUE(w.write_file(path).ok());
+    return path;
+  };
+  const std::string mean_model = with_pooling(1);
+  {
+    Server server;
+    server.start(mean_model, kServeArgs);
+    expect_goldens(server, "mean");
+  }
+  {
+    Server server;
+    std::vector<std::string> args = kServeArgs;
+    args.insert(args.end(), {"--pooling", "cls"});
+    server.start(mean_model, args);
+    expect_goldens(server, "cls");
+  }
+  const std::string none_model = with_pooling(0);
+  auto refused = testing::run_command(testing::binary_path() + " serve -m " + none_model + " --embedding --port " +
+                                      std::to_string(*find_free_loopback_port()));
+  EXPECT_EQ(refused.exit_code, 1) << refused.err;
+  EXPECT_NE(refused.err.find("qwen3.pooling_type is none"), std::string::npos) << refused.err;
+  EXPECT_NE(refused.err.find("--pooling last|mean|cls"), std::string::npos) << refused.err;
 }
 
 TEST_F(EmbeddingsE2e, PoolingOptionErrorsAreOneLineWithExitCode2) {
