@@ -144,7 +144,7 @@ TEST(InfoCommand, PoolingType) {
   w.set_string("general.architecture", "qwen3");
   ASSERT_TRUE(w.write_file(path).ok());
   const RunResult none = run_1bit("info " + quoted(path));
-  EXPECT_EQ(none.out.find("pooling"), std::string::npos) << none.out;
+  EXPECT_EQ(none.out.find("\npooling:"), std::string::npos) << none.out;
   EXPECT_TRUE(nlohmann::json::parse(run_1bit("info --json " + quoted(path)).out)["pooling"].is_null());
   fs::remove(path);
 }
