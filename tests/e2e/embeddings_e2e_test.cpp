@@ -229,6 +229,17 @@ TEST_F(EmbeddingsE2e, ErrorsNameTheFieldAndTheValue) {
   EXPECT_NE(pre->get_header_value("Access-Control-Allow-Methods").find("POST"), std::string::npos);
 }
 
+TEST_F(EmbeddingsE2e, OfficialOpenAiClient) {
+  ASSERT_FALSE(model_.empty());
+  Server server;
+  server.start(model_, kServeArgs);
+  auto r = testing::run_command(testing::source_path("tests/e2e/run_openai_client.sh") + " " + server.base_url() +
+                                " embedding");
+  if (r.exit_code == 77) GTEST_SKIP() << "node/npm or the openai package is unavailable";
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("ok"), std::string::npos);
+}
+
 TEST_F(EmbeddingsE2e, WithoutEmbeddingTheRouteSaysHowToTurnItOn) {
   ASSERT_FALSE(model_.empty());
   Server server;
