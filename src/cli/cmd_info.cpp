@@ -25,6 +25,7 @@ struct ModelFacts {
   std::optional<std::string> architecture, name, tokenizer_model, tokenizer_pre;
   std::optional<uint64_t> n_layers, n_heads, n_kv_heads, context_length, embedding_length;
   std::optional<uint64_t> key_length, value_length, vocab_size;
+  std::optional<uint64_t> pooling_type;  // <arch>.pooling_type (embedding models)
   uint64_t n_params = 0;
   uint64_t tensor_bytes = 0;
   std::map<uint32_t, TypeUse> types;  // by ggml type id
@@ -68,6 +69,7 @@ ModelFacts gather(const GgufFile& f) {
   m.embedding_length = opt_uint(f, a + ".embedding_length");
   m.key_length = opt_uint(f, a + ".attention.key_length");
   m.value_length = opt_uint(f, a + ".attention.value_length");
+  m.pooling_type = opt_uint(f, a + ".pooling_type");
   if (m.n_heads && *m.n_heads > 0 && m.embedding_length) {
     if (!m.key_length) m.key_length = *m.embedding_length / *m.n_heads;
     if (!m.value_length) m.value_length = *m.embedding_length / *m.n_heads;
@@ -137,6 +139,12 @@ std::string human_count(uint64_t v) {
 }
 
 std::string or_dash(const std::optional<uint64_t>& v) { return v ? commas(*v) : "-"; }
+
+// llama.cpp's pooling types: "last" for 3; a value past them stays a number.
+std::string pooling_text(uint64_t v) {
+  static const char* kNames[] = {"none", "mean", "cls", "last", "rank"};
+  return v < 5 ? kNames[v] : "unknown (" + std::to_string(v) + ")";
+}
 std::string or_dash(const std::optional<std::string>& v) { return v ? *v : "-"; }
 
 void print_text(const GgufFile& f, const ModelFacts& m) {
@@ -162,6 +170,7 @@ void print_text(const GgufFile& f, const ModelFacts& m) {
     out += "  " + name + std::string(name.size() < 15 ? 15 - name.size() : 1, ' ') + commas(use.count) +
            " tensors, " + commas(use.bytes) + " bytes\n";
   }
+  if (m.pooling_type) line("pooling", pooling_text(*m.pooling_type) + " (" + m.architecture.value_or("?") + ".pooling_type)");
   line("chat template", m.template_bytes ? "present (" + commas(*m.template_bytes) + " bytes)" : "none");
   if (m.kv_cache_bytes) {
     line("memory estimate", human_bytes(m.tensor_bytes) + " weights + " + human_bytes(*m.kv_cache_bytes) +
@@ -215,6 +224,7 @@ void print_json(const GgufFile& f, const ModelFacts& m) {
   j["vocab_size"] = opt_json(m.vocab_size);
   j["tokenizer_model"] = opt_json(m.tokenizer_model);
   j["tokenizer_pre"] = opt_json(m.tokenizer_pre);
+  j["pooling"] = m.pooling_type ? Json(pooling_text(*m.pooling_type)) : Json(nullptr);
   j["n_tensors"] = f.tensors().size();
   j["tensor_bytes"] = m.tensor_bytes;
   Json types = Json::object();

@@ -66,6 +66,8 @@ int run_native_plan(const Plan& plan, const ServeOptions& options) {
   no.batch_tokens = static_cast<int32_t>(ep.batch_tokens);
   no.kv_memory = ep.kv_memory;
   no.cache_type = ep.cache_type;
+  no.embedding = plan.embedding;
+  no.pooling = plan.pooling;
   if (plan.chat_template.rfind("builtin:", 0) == 0) {
     no.chat_template = *builtin_chat_template(plan.chat_template.substr(8));
   } else if (plan.chat_template.rfind("file:", 0) == 0) {

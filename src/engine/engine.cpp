@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <exception>
 #include <limits>
 
@@ -17,6 +18,19 @@ constexpr double kPrefillShare = 0.9;
 
 double now_ms() {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// The positions of run `r` whose final-normed rows an embedding pooled by `p` needs, in order: the
+// prompt's last token (kLast), every token (kMean), the first token (kCls).
+void embedding_positions(Pooling p, const ScheduledRun& r, std::vector<int32_t>& out) {
+  out.clear();
+  if (p == Pooling::kMean) {
+    for (int32_t i = 0; i < r.n; ++i) out.push_back(r.first + i);
+  } else if (p == Pooling::kCls) {
+    if (r.first == 0) out.push_back(0);
+  } else if (r.logits) {
+    out.push_back(r.first + r.n - 1);
+  }
 }
 
 }  // namespace
@@ -60,6 +74,11 @@ void SequenceHandle::push_token(TokenId token, const SampledLogprobs* logprobs) 
   if (signal_) signal_->notify();
 }
 
+void SequenceHandle::set_embedding(std::vector<float> embedding) {
+  std::lock_guard<std::mutex> lock(mu_);
+  pending_.embedding = std::move(embedding);
+}
+
 void SequenceHandle::finish(FinishReason reason, const SequenceStats& stats, std::string error) {
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -78,6 +97,8 @@ struct Engine::Live {
   SequenceRequest request;  // prompt moved into seq.tokens
   std::shared_ptr<SequenceHandle> handle;
   std::unique_ptr<Sampler> sampler;
+  std::vector<double> pooled;  // embeddings: the sum of the rows pooled so far [hidden]
+  int32_t n_pooled = 0;        // and how many (for kMean: the prompt's first n_pooled tokens)
   SequenceStats stats;
   double queued_ms = 0.0;
   double started_ms = 0.0;         // first scheduled
@@ -105,6 +126,9 @@ Result<EngineLayout> plan_engine_layout(const EngineOptions& o) {
   }
   if (o.cache_type != GgmlType::kF16 && o.cache_type != GgmlType::kF32) {
     return make_error("engine: cache type must be f16 or f32 (--cache-type)");
+  }
+  if (o.pooling == Pooling::kRank) {
+    return make_error("engine: rank pooling (a reranker) is not built; use last, mean or cls (--pooling)");
   }
   EngineLayout l;
   l.n_ctx = o.n_ctx;
@@ -148,9 +172,13 @@ Result<std::unique_ptr<Engine>> Engine::start(Model& model, EngineOptions option
   ro.block_size = layout.block_size;
   ro.cache_type = layout.cache_type;
   const int32_t slots = layout.total_slots();
+  // An embedding engine wants hidden rows (for kMean, one per token of a step) and no logits; a
+  // drafting one logits for every drafted token.
+  const bool embed = options.pooling != Pooling::kNone;
   const int32_t per_seq_out = options.drafter ? 1 + std::max(options.draft_max, 0) : 1;
   ro.limits = StepLimits{layout.batch_tokens, slots, (layout.n_ctx + layout.block_size - 1) / layout.block_size,
-                         std::min(slots * per_seq_out, layout.batch_tokens)};
+                         embed ? layout.batch_tokens : std::min(slots * per_seq_out, layout.batch_tokens), !embed};
+  ro.hidden = embed;
   auto runner = make_model_runner(model, ro);
   if (!runner.ok()) return make_error("engine: " + runner.message());
   return start(std::move(*runner), std::move(options));
@@ -161,6 +189,7 @@ Result<std::unique_ptr<Engine>> Engine::start(std::unique_ptr<ModelRunner> runne
   if (options.drafter && (options.draft_max < 1 || options.draft_max > 64)) {
     return make_error("engine: draft length " + std::to_string(options.draft_max) + "; allowed 1..64 (--mtp-max)");
   }
+  if (options.pooling != Pooling::kNone) options.fair_prefill = false;  // nothing decodes
   std::unique_ptr<Engine> engine(new Engine(std::move(runner), std::move(options), std::move(layout)));
   if (engine->options_.is_end) {
     for (TokenId id = 0; id < engine->runner_->vocab_size(); ++id) {
@@ -186,10 +215,11 @@ Engine::~Engine() {
 Status Engine::check(const SequenceRequest& request) const {
   if (request.prompt.empty()) return make_error("the prompt has no tokens");
   if (request.n_predict < 1) return make_error("n_predict is " + std::to_string(request.n_predict) + "; allowed >= 1");
-  const int64_t needed = static_cast<int64_t>(request.prompt.size()) + request.n_predict;
+  const int32_t n_new = options_.pooling == Pooling::kNone ? request.n_predict : 0;  // embeddings: the prompt only
+  const int64_t needed = static_cast<int64_t>(request.prompt.size()) + n_new;
   if (needed > layout_.n_ctx) {
     return make_error("prompt (" + std::to_string(request.prompt.size()) + " tokens) + " +
-                      std::to_string(request.n_predict) + " new tokens exceed the context of " +
+                      std::to_string(n_new) + " new tokens exceed the context of " +
                       std::to_string(layout_.n_ctx));
   }
   for (TokenId id : request.prompt) {
@@ -247,6 +277,7 @@ Result<std::vector<std::shared_ptr<SequenceHandle>>> Engine::submit_all(std::vec
       live.seq.tokens = std::move(request.prompt);
       live.seq.n_prompt = static_cast<int32_t>(live.seq.tokens.size());
       live.seq.cache_prompt = request.cache_prompt;
+      live.seq.every_row = options_.pooling == Pooling::kMean || options_.pooling == Pooling::kCls;
       if (request.after >= 0) live.leader = first_id + request.after;
       live.request = std::move(request);
       incoming_.push_back(std::move(lives[i]));
@@ -430,7 +461,12 @@ void Engine::build_batch(const StepPlan& plan) {
       b.slots.push_back(table[pos / bs] * bs + pos % bs);
       b.seq_ids.push_back(static_cast<int32_t>(s));
     }
-    for (int32_t k = r.n_logits; k > 0; --k) b.out_rows.push_back(static_cast<int32_t>(b.tokens.size()) - k);
+    if (options_.pooling != Pooling::kNone) {
+      embedding_positions(options_.pooling, r, positions_);
+      for (int32_t pos : positions_) b.out_rows.push_back(static_cast<int32_t>(b.tokens.size()) - r.n + pos - r.first);
+    } else {
+      for (int32_t k = r.n_logits; k > 0; --k) b.out_rows.push_back(static_cast<int32_t>(b.tokens.size()) - k);
+    }
     b.block_tables.insert(b.block_tables.end(), table.begin(), table.end());
     b.block_tables.resize(size_t(s + 1) * b.max_blocks, -1);
   }
@@ -476,7 +512,11 @@ void Engine::step() {
   scheduler_.commit(plan);
   const double now = now_ms();
   learn_timing(plan, now - t0);
-  sample_and_stream(plan, now);
+  if (options_.pooling != Pooling::kNone) {
+    pool_embeddings(plan);
+  } else {
+    sample_and_stream(plan, now);
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     published_.last_step_tokens = plan.n_tokens;
@@ -589,6 +629,48 @@ void Engine::sample_and_stream(const StepPlan& plan, double now) {
       live.draft_trials = kKeep * live.draft_trials + 1.0;
     }
     live.shadow = -1;
+  }
+}
+
+void Engine::pool_embeddings(const StepPlan& plan) {
+  const size_t n_out = batch_.out_rows.size();
+  const size_t width = n_out > 0 ? out_.hidden.size() / n_out : 0;
+  if (n_out > 0 && (width == 0 || width * n_out != out_.hidden.size())) {
+    const std::string error = "internal error: the step gave " + std::to_string(out_.hidden.size()) +
+                              " hidden values for " + std::to_string(n_out) + " rows";
+    for (const ScheduledRun& r : plan.runs) finish(*live_.at(r.seq->id), FinishReason::kError, error);
+    return;
+  }
+  size_t row = 0;
+  for (const ScheduledRun& r : plan.runs) {
+    Live& live = *live_.at(r.seq->id);
+    embedding_positions(options_.pooling, r, positions_);
+    for (int32_t pos : positions_) {
+      const float* h = out_.hidden.data() + (row++) * width;
+      // kMean and kCls take each position once: a run again after a preemption is pooled already.
+      if (options_.pooling != Pooling::kLast && pos != live.n_pooled) continue;
+      if (live.pooled.empty()) live.pooled.assign(width, 0.0);
+      for (size_t k = 0; k < width; ++k) live.pooled[k] += h[k];
+      ++live.n_pooled;
+    }
+    if (!r.logits) continue;  // more of the prompt to run
+    const int32_t want = options_.pooling == Pooling::kMean ? live.seq.n_prompt : 1;
+    if (live.n_pooled != want) {
+      finish(live, FinishReason::kError, "internal error: pooled " + std::to_string(live.n_pooled) + " rows of " +
+                                             std::to_string(want));
+      continue;
+    }
+    // The mean (or the one row), L2-normalised as llama.cpp's common_embd_normalize: a zero vector stays zero.
+    double sq = 0.0;
+    for (double& x : live.pooled) {
+      x /= live.n_pooled;
+      sq += x * x;
+    }
+    const double inv = sq > 0.0 ? 1.0 / std::sqrt(sq) : 0.0;
+    std::vector<float> v(live.pooled.size());
+    for (size_t k = 0; k < v.size(); ++k) v[k] = static_cast<float>(live.pooled[k] * inv);
+    live.handle->set_embedding(std::move(v));
+    finish(live, FinishReason::kEnd);
   }
 }
 

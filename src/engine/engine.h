@@ -66,6 +66,7 @@ struct SequenceEvents {
   FinishReason reason = FinishReason::kNone;
   std::string error;  // for kError
   SequenceStats stats;
+  std::vector<float> embedding;  // [hidden] L2-normalised, with the finish of an embedding sequence
 };
 
 // Wakes the owner of several handles when any of them has news (submit_all gives one to all).
@@ -96,6 +97,8 @@ class SequenceHandle {
   // Worker side.
   void push_token(TokenId token, const SampledLogprobs* logprobs = nullptr);
   void finish(FinishReason reason, const SequenceStats& stats, std::string error = {});
+  // An embedding sequence's vector, sent with its finish (call before finish()).
+  void set_embedding(std::vector<float> embedding);
 
  private:
   std::mutex mu_;
@@ -122,6 +125,11 @@ struct EngineOptions {
   int32_t draft_max = 3;                  // tokens drafted per step at most (--mtp-max)
   bool draft_when_it_pays = true;         // the cost model picks each draft's length; false:
                                           // always draft_max (tests of the bookkeeping)
+  // kLast, kMean or kCls: an embedding engine. Each sequence runs its prompt only (n_predict is
+  // not used) and finishes (kEnd) with SequenceEvents::embedding: its final-normed hidden rows
+  // pooled (the last token's, the mean over every prompt token, the first token's) and
+  // L2-normalised. kMean and kCls need every token's row, so their sequences take no cached prefix.
+  Pooling pooling = Pooling::kNone;
 };
 
 inline constexpr int32_t kDefaultBatchTokens = 512;
@@ -214,6 +222,9 @@ class Engine {
   void step();
   void build_batch(const StepPlan& plan);
   void sample_and_stream(const StepPlan& plan, double now);
+  // Embedding engines: adds the step's hidden rows to each run's pooled sum; finishes the runs
+  // that reached their prompt's end.
+  void pool_embeddings(const StepPlan& plan);
   void finish(Live& live, FinishReason reason, const std::string& error = {});
   int32_t prefill_cap() const;
   // Admits held sequences whose leader computed its prompt (or ended).
@@ -233,6 +244,7 @@ class Engine {
   std::vector<Live*> held_;                         // worker only: live, waiting for a leader
   StepBatch batch_;                                 // worker only: reused every step
   StepOutput out_;
+  std::vector<int32_t> positions_;   // worker only: embedding_positions of one run
   std::vector<TokenId> end_tokens_;  // every id is_end accepts (for ignore_eos), found at start
   double decode_step_ms_ = 0.0;      // moving averages for prefill_cap (0 = not yet seen)
   double token_ms_ = 0.0;            // a step's time per token

@@ -6,7 +6,7 @@ namespace {
 
 class ModelBackedRunner final : public ModelRunner {
  public:
-  ModelBackedRunner(Model& model, KvPool pool) : model_(model), pool_(std::move(pool)) {}
+  ModelBackedRunner(Model& model, KvPool pool, bool hidden) : model_(model), pool_(std::move(pool)), hidden_(hidden) {}
   ~ModelBackedRunner() override { model_.free_kv_pool(pool_); }
 
   int32_t vocab_size() const override { return model_.config().vocab_size; }
@@ -24,12 +24,13 @@ class ModelBackedRunner final : public ModelRunner {
 
   Status run(const StepBatch& batch, StepOutput& out) override {
     out.hidden.clear();
-    return model_.forward(batch, pool_, out.logits);
+    return model_.forward(batch, pool_, out.logits, hidden_ ? &out.hidden : nullptr);
   }
 
  private:
   Model& model_;
   KvPool pool_;
+  bool hidden_ = false;
 };
 
 }  // namespace
@@ -37,7 +38,7 @@ class ModelBackedRunner final : public ModelRunner {
 Result<std::unique_ptr<ModelRunner>> make_model_runner(Model& model, const RunnerOptions& options) {
   ONEBIT_TRY(model.reserve(options.limits));
   ONEBIT_ASSIGN_OR_RETURN(KvPool pool, model.new_kv_pool(options.n_blocks, options.block_size, options.cache_type));
-  return std::unique_ptr<ModelRunner>(new ModelBackedRunner(model, std::move(pool)));
+  return std::unique_ptr<ModelRunner>(new ModelBackedRunner(model, std::move(pool), options.hidden));
 }
 
 }  // namespace onebit

@@ -17,7 +17,8 @@ namespace onebit {
 
 struct StepOutput {
   std::vector<float> logits;  // [n_out, vocab] in out_rows order
-  std::vector<float> hidden;  // [n_out, hidden] for drafters; empty unless a drafter asks
+  std::vector<float> hidden;  // [n_out, hidden] final-normed rows; empty unless the runner was
+                              // made with RunnerOptions::hidden (embeddings)
 };
 
 class ModelRunner {
@@ -36,6 +37,7 @@ struct RunnerOptions {
   int32_t block_size = 16;
   GgmlType cache_type = GgmlType::kF16;
   StepLimits limits;  // the largest step
+  bool hidden = false;  // every step also gives StepOutput::hidden
 };
 
 // A runner over `model` (which must outlive it): allocates the pool and reserves the step buffers.

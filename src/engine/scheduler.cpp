@@ -142,7 +142,7 @@ StepPlan Scheduler::schedule(int32_t prefill_cap) {
       ++it;
       continue;
     }
-    const bool use_cache = seq->cache_prompt || seq->admitted_once;
+    const bool use_cache = !seq->every_row && (seq->cache_prompt || seq->admitted_once);
     const int32_t hit = blocks_.acquire_prefix(*seq, use_cache ? static_cast<int32_t>(seq->tokens.size()) : 0);
     const int32_t n = tokens_that_fit(*seq, std::min(seq->n_pending(), prefill_left),
                                       static_cast<int32_t>(running_.size()));

@@ -23,6 +23,8 @@ struct Sequence {
   int32_t n_draft = 0;                // trailing tokens that a drafter proposed, not yet verified
   int32_t n_cached = 0;               // of those, taken from the prefix cache at the first admission
   bool cache_prompt = true;           // look the prompt up in the prefix cache
+  bool every_row = false;             // needs every token run (mean/cls embeddings): never takes a
+                                      // cached prefix, not even after a preemption
   bool admitted_once = false;         // n_cached is set
   std::vector<int32_t> block_table;   // [ceil(n_computed + scheduled) / block_size] pool blocks
   std::vector<uint64_t> hashes;       // prefix hash of each leading full block committed so far

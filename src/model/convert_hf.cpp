@@ -39,6 +39,7 @@ struct HfConfig {
   double rope_factor = 1.0;
   int64_t rope_original_context = 0;
   double llama3_low_freq_factor = 1.0, llama3_high_freq_factor = 4.0;
+  int64_t pooling_type = -1;  // llama.cpp's <arch>.pooling_type from a sentence-transformers Pooling module; -1 none
 };
 
 Result<int64_t> req_int(const json& c, const char* key, int64_t min, int64_t max) {
@@ -128,6 +129,39 @@ Result<HfConfig> read_config(const std::string& dir) {
   return h;
 }
 
+// A sentence-transformers checkpoint's pooling (modules.json names the Pooling module's folder,
+// whose config.json says the mode), as llama.cpp's _try_set_pooling_type reads it: mean, cls or
+// last token become <arch>.pooling_type 1, 2 or 3. No modules.json: no pooling type.
+Status read_pooling(const std::string& dir, HfConfig& h, ConvertReport& report) {
+  const fs::path modules_path = fs::path(dir) / "modules.json";
+  if (!fs::exists(modules_path)) return ok_status();
+  json modules, pooling;
+  std::string pooling_dir;
+  try {
+    std::ifstream in(modules_path);
+    modules = json::parse(in);
+    if (!modules.is_array()) return make_error("convert: " + modules_path.string() + " is not a JSON array of modules");
+    for (const json& m : modules) {
+      if (m.is_object() && m.value("type", "") == "sentence_transformers.models.Pooling") pooling_dir = m.value("path", "");
+    }
+    if (pooling_dir.empty()) return ok_status();
+    const fs::path config_path = fs::path(dir) / pooling_dir / "config.json";
+    std::ifstream pin(config_path);
+    if (!pin) return make_error("convert: cannot read " + config_path.string() + ", the Pooling module modules.json names");
+    pooling = json::parse(pin);
+  } catch (const std::exception& e) {
+    return make_error("convert: sentence-transformers modules: not valid JSON: " + std::string(e.what()));
+  }
+  if (!pooling.is_object()) return make_error("convert: " + pooling_dir + "/config.json is not a JSON object");
+  auto on = [&](const char* key) { return pooling.contains(key) && pooling[key].is_boolean() && pooling[key].get<bool>(); };
+  if (on("pooling_mode_mean_tokens")) h.pooling_type = 1;
+  else if (on("pooling_mode_cls_token")) h.pooling_type = 2;
+  else if (on("pooling_mode_lasttoken")) h.pooling_type = 3;
+  else report.warnings.push_back(pooling_dir + "/config.json: a pooling mode other than mean, cls or last token; no " + h.arch +
+                                 ".pooling_type written (serve --embedding needs --pooling)");
+  return ok_status();
+}
+
 // Per-layer HF names -> GGUF names (gguf-py tensor_mapping.py).
 const std::map<std::string, std::string>& layer_names() {
   static const std::map<std::string, std::string> kNames = {
@@ -211,6 +245,7 @@ void write_hparams(GgufWriter& w, const HfConfig& h, const std::string& name, Gg
     w.set_uint32(a + "attention.key_length", static_cast<uint32_t>(h.head_dim));
     w.set_uint32(a + "attention.value_length", static_cast<uint32_t>(h.head_dim));
   }
+  if (h.pooling_type >= 0) w.set_uint32(a + "pooling_type", static_cast<uint32_t>(h.pooling_type));
   if (h.rope_scaling == "linear" || h.rope_scaling == "yarn") {
     w.set_string(a + "rope.scaling.type", h.rope_scaling);
     w.set_float32(a + "rope.scaling.factor", static_cast<float>(h.rope_factor));
@@ -262,6 +297,7 @@ Result<ConvertReport> convert_hf(const ConvertOptions& o) {
   ONEBIT_ASSIGN_OR_RETURN(SafetensorsCheckpoint ckpt, SafetensorsCheckpoint::open_dir(o.hf_dir));
   ConvertReport report;
   report.architecture = h.arch;
+  ONEBIT_TRY(read_pooling(o.hf_dir, h, report));
   // Tied models may store the shared matrix only as lm_head.weight (tinystories-656K does).
   if (!ckpt.find("lm_head.weight")) h.tied = true;
   const SafetensorsTensor* embed = ckpt.find("model.embed_tokens.weight");

@@ -97,6 +97,7 @@ void Model::forward_llama(const KvPool& pool, int64_t n, int64_t n_seqs, int64_t
   // result_norm, result_output: logits = rms_norm(out_rows) * output^T
   be.rms_norm(out_rows, w_.output_norm, eps, out_rows);
   observe("result_norm", -1, out_rows);
+  if (!limits_.logits) return;  // hidden rows only (embeddings)
   be.matmul(w_.output, out_rows, s.logits.rows(0, n_out));
   observe("result_output", -1, s.logits.rows(0, n_out));
 }

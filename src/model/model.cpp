@@ -192,6 +192,7 @@ Status Model::reserve(const StepLimits& lim) {
       {&s.out_rows, GgmlType::kF32, no, c.hidden_size},  {&s.logits, GgmlType::kF32, no, c.vocab_size},
   };
   for (const Want& want : wants) {
+    if (want.t == &s.logits && !lim.logits) continue;
     auto t = backend_.alloc(want.type, want.rows, want.cols);
     if (!t.ok()) {
       s.free_all(backend_);
@@ -274,7 +275,7 @@ Status Model::validate(const StepBatch& b, const KvPool& pool) const {
   return ok_status();
 }
 
-Status Model::forward(const StepBatch& b, KvPool& pool, std::vector<float>& logits) {
+Status Model::forward(const StepBatch& b, KvPool& pool, std::vector<float>& logits, std::vector<float>* hidden) {
   ONEBIT_TRY(validate(b, pool));
   const int64_t n = b.n_tokens(), n_seqs = b.n_seqs(), n_out = static_cast<int64_t>(b.out_rows.size());
   Scratch& sc = *scratch_;
@@ -285,8 +286,12 @@ Status Model::forward(const StepBatch& b, KvPool& pool, std::vector<float>& logi
   backend_.write(first_i32(sc.block_tables, int64_t(b.block_tables.size())), b.block_tables.data());
   if (n_out > 0) backend_.write(first_i32(sc.out_ids, n_out), b.out_rows.data());
   forward_llama(pool, n, n_seqs, b.max_blocks, n_out);
-  logits.resize(static_cast<size_t>(n_out * config_.vocab_size));
-  if (n_out > 0) backend_.read(sc.logits.rows(0, n_out), logits.data());
+  logits.resize(limits_.logits ? static_cast<size_t>(n_out * config_.vocab_size) : 0);
+  if (n_out > 0 && limits_.logits) backend_.read(sc.logits.rows(0, n_out), logits.data());
+  if (hidden) {
+    hidden->resize(static_cast<size_t>(n_out * config_.hidden_size));
+    if (n_out > 0) backend_.read(sc.out_rows.rows(0, n_out), hidden->data());
+  }
   backend_.synchronize();
   return ok_status();
 }
@@ -324,9 +329,9 @@ Status Model::forward(KvCache& kv, std::span<const TokenId> tokens, bool all_log
   for (int32_t j = 0; j < kv.pool.n_blocks; ++j) b.block_tables.push_back(j);
   const StepLimits& l = limits_;
   const int32_t n_out = static_cast<int32_t>(b.out_rows.size());
-  if (n > l.max_tokens || b.max_blocks > l.max_blocks || n_out > l.max_out) {
+  if (n > l.max_tokens || b.max_blocks > l.max_blocks || n_out > l.max_out || !l.logits) {
     ONEBIT_TRY(reserve(StepLimits{std::max(n, 2 * l.max_tokens), std::max(1, l.max_seqs),
-                                  std::max(b.max_blocks, l.max_blocks), std::max(n_out, 2 * l.max_out)}));
+                                  std::max(b.max_blocks, l.max_blocks), std::max(n_out, 2 * l.max_out), true}));
   }
   ONEBIT_TRY(forward(b, kv.pool, logits));
   kv.n_past += n;

@@ -51,7 +51,9 @@ struct StepLimits {
   int32_t max_tokens = 0;   // tokens of a step
   int32_t max_seqs = 0;     // sequences of a step
   int32_t max_blocks = 0;   // block table entries of a sequence
-  int32_t max_out = 0;      // rows that get logits
+  int32_t max_out = 0;      // rows that get logits (or hidden rows)
+  bool logits = true;       // false: hidden rows only (embeddings): no [max_out, vocab] buffer
+                            // and no output matmul
 };
 
 // One sequence with a pool of its own (block table = identity): for tools and tests that score a
@@ -112,9 +114,12 @@ class Model {
   const StepLimits& limits() const { return limits_; }
 
   // Runs one step over `pool` and writes logits [n_out, vocab_size] (out_rows order) to `logits`
-  // (resized). Errors (and runs nothing) on a token id outside the vocabulary, a step beyond the
-  // reserved limits, or positions, slots and block tables that do not agree.
-  Status forward(const StepBatch& batch, KvPool& pool, std::vector<float>& logits);
+  // (resized; empty when the limits say no logits) and, when `hidden` is given, the final-normed
+  // rows [n_out, hidden_size] (llama.cpp's result_norm) to it. Errors (and runs nothing) on a
+  // token id outside the vocabulary, a step beyond the reserved limits, or positions, slots and
+  // block tables that do not agree.
+  Status forward(const StepBatch& batch, KvPool& pool, std::vector<float>& logits,
+                 std::vector<float>* hidden = nullptr);
 
   // Single-sequence use: an F32 cache of up to n_ctx positions, and a forward that continues it
   // at n_past with logits for the last token, or every token with all_logits. Grows the step

@@ -95,6 +95,17 @@ std::string_view architecture_name(Architecture a) {
   return "?";
 }
 
+std::string_view pooling_name(Pooling p) {
+  switch (p) {
+    case Pooling::kNone: return "none";
+    case Pooling::kMean: return "mean";
+    case Pooling::kCls: return "cls";
+    case Pooling::kLast: return "last";
+    case Pooling::kRank: return "rank";
+  }
+  return "?";
+}
+
 Result<ModelConfig> model_config_from_gguf(const GgufFile& f) {
   ModelConfig c;
   auto arch = f.get_string("general.architecture");
@@ -137,6 +148,15 @@ Result<ModelConfig> model_config_from_gguf(const GgufFile& f) {
                         "; allowed (0, 1)");
   }
   ONEBIT_TRY(read_rope(f, c.arch_name, c));
+  if (f.find(a + "pooling_type")) {
+    auto p = f.get_uint(a + "pooling_type");
+    if (!p.ok()) return config_error(p.message());
+    if (*p > 4) {
+      return config_error(a + "pooling_type is " + std::to_string(*p) +
+                          "; allowed 0 (none), 1 (mean), 2 (cls), 3 (last), 4 (rank)");
+    }
+    c.pooling = static_cast<Pooling>(*p);
+  }
 
   const GgufTensorInfo* embd = f.find_tensor("token_embd.weight");
   if (!embd) return config_error("missing tensor token_embd.weight");

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "backend/backend.h"
@@ -15,6 +16,13 @@ enum class Architecture { kLlama, kQwen2, kQwen3 };
 
 // "llama", "qwen2", "qwen3".
 std::string_view architecture_name(Architecture a);
+
+// How an embedding is pooled from a prompt's final-normed hidden rows; the values are llama.cpp's
+// `<arch>.pooling_type` (kNone: a vector per token; kRank: a reranker's score).
+enum class Pooling : int32_t { kNone = 0, kMean = 1, kCls = 2, kLast = 3, kRank = 4 };
+
+// "none", "mean", "cls", "last", "rank".
+std::string_view pooling_name(Pooling p);
 
 struct ModelConfig {
   Architecture arch = Architecture::kLlama;
@@ -31,6 +39,7 @@ struct ModelConfig {
   bool has_qkv_bias = false;       // qwen2
   bool has_qk_norm = false;        // qwen3
   bool tied_output = false;        // no output.weight: the logits use token_embd.weight
+  std::optional<Pooling> pooling;  // <arch>.pooling_type (embedding models); nullopt when absent
   RopeParams rope;                 // n_heads/head_dim left for the caller to fill per tensor
 };
 

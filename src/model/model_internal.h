@@ -21,7 +21,7 @@ struct Model::Scratch {
   Tensor attn;             // [max_tokens, n_heads * head_dim]
   Tensor gate, up;         // [max_tokens, intermediate]
   Tensor out_rows;         // [max_out, hidden] final-normed rows that get logits
-  Tensor logits;           // [max_out, vocab]
+  Tensor logits;           // [max_out, vocab]; !valid() when the limits say no logits
 
   void free_all(Backend& backend);
 };

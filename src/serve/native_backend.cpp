@@ -6,7 +6,9 @@
 #include <cstdio>
 #include <functional>
 #include <thread>
+#include <type_traits>
 
+#include "api/embeddings.h"
 #include "api/service.h"
 #include "backend/backend.h"
 #include "backend/cpu/cpu_backend.h"
@@ -35,8 +37,9 @@ void set_result(http::Response& res, const ApiResult<T>& r) {
 // A reply that is not streamed: plain when it is done within wait_ms, else chunked with
 // keep-alive blanks (JSON allows leading whitespace): a failed write tells us the client left.
 // After the switch an engine error can only be sent as an error body under status 200.
-void reply_whole(std::shared_ptr<Completion> c, http::Response& res, std::shared_ptr<void> hold,
-                 const std::function<void(const Completion&)>& record, int wait_ms) {
+template <typename Job>  // Completion or EmbeddingJob
+void reply_whole(std::shared_ptr<Job> c, http::Response& res, std::shared_ptr<void> hold,
+                 const std::type_identity_t<std::function<void(const Job&)>>& record, int wait_ms) {
   if (c->run_for(wait_ms)) {
     record(*c);
     return set_result(res, c->reply());
@@ -114,6 +117,10 @@ Status NativeEngine::load() {
   eo.is_end = [tok](TokenId t) { return tok->is_end_of_generation(t); };
   if (options_.ngram) eo.drafter = std::make_shared<NgramDrafter>();
   eo.draft_max = options_.draft_max;
+  if (options_.embedding) {
+    ONEBIT_ASSIGN_OR_RETURN(eo.pooling, embedding_pooling());
+    pooling_ = eo.pooling;
+  }
   const int32_t n_ctx = eo.n_ctx;
   auto engine = Engine::start(*model_, std::move(eo));
   if (!engine.ok()) return make_error("engine (context " + std::to_string(n_ctx) + "): " + engine.message());
@@ -123,6 +130,10 @@ Status NativeEngine::load() {
                                       {options_.alias, options_.model_path, template_source, static_cast<int32_t>(pool)});
     if (!service.ok()) return service.error();
     services_.push_back(std::move(*service));
+    if (options_.embedding) {
+      embedders_.push_back(std::make_unique<EmbeddingService>(*tokenizer_, *engine_, options_.alias, static_cast<int32_t>(pool),
+                                                              model_->config().hidden_size));
+    }
   }
   ready_.store(true);
   return ok_status();
@@ -140,6 +151,7 @@ std::string NativeEngine::describe() const {
   std::snprintf(line, sizeof line, "K/V pool %d blocks of %d positions (%lld positions, %s, %.0f MiB); context %d; "
                 "step budget %d tokens; slots: %s", l.n_blocks, l.block_size, static_cast<long long>(positions),
                 l.cache_type == GgmlType::kF32 ? "f32" : "f16", mib, l.n_ctx, l.batch_tokens, slots.c_str());
+  if (options_.embedding) return std::string(line) + "; embeddings only, pooling " + std::string(pooling_name(pooling_));
   return line;
 }
 
@@ -150,6 +162,18 @@ void NativeBackend::post(const http::Request& req, http::Response& res, std::sha
                          const std::string& alias) {
   const bool chat = req.path.find("chat/completions") != std::string::npos;
   const bool completion = req.path == "/v1/completions" || req.path == "/completions" || req.path == "/completion";
+  const bool embeddings = req.path == "/v1/embeddings" || req.path == "/embeddings";
+  const bool embedding_server = engine_->options().embedding;
+  if (embeddings && !embedding_server) {
+    return set_api_error(res, {ApiErrorKind::kNotSupported,
+                               "this server does not serve embeddings; start it with --embedding (an embedding model)"});
+  }
+  if ((chat || completion) && embedding_server) {
+    return set_api_error(res, {ApiErrorKind::kNotSupported,
+                               "this server was started with --embedding: it serves /v1/embeddings only; start it without --embedding for " +
+                                   req.path});
+  }
+  if (embeddings) return post_embeddings(req, res, std::move(hold));
   if (!chat && !completion) {
     return set_api_error(res, {ApiErrorKind::kNotSupported, req.path + " is not supported by the native engine yet"});
   }
@@ -190,6 +214,33 @@ void NativeBackend::post(const http::Request& req, http::Response& res, std::sha
         }
       },
       [c, hold](bool) { c->cancel(); });
+}
+
+void NativeBackend::post_embeddings(const http::Request& req, http::Response& res, std::shared_ptr<void> hold) {
+  Metrics& metrics = engine_->metrics(pool_);
+  metrics.add_request();
+  auto started = engine_->embedder(pool_).start(req.body);
+  if (!started.ok()) {
+    metrics.add_error();
+    return set_api_error(res, started.error);
+  }
+  std::shared_ptr<EmbeddingJob> job = std::move(*started.value);
+  std::function<void(const EmbeddingJob&)> record = [m = &metrics](const EmbeddingJob& done) {
+    m->add_generation(done.prompt_tokens(), 0, 0, done.prompt_ms(), 0.0);
+    if (done.failed()) m->add_error();
+  };
+  reply_whole(job, res, std::move(hold), record, engine_->options().whole_reply_wait_ms);
+}
+
+Result<Pooling> NativeEngine::embedding_pooling() const {
+  if (options_.pooling == "last") return Pooling::kLast;
+  if (options_.pooling == "mean") return Pooling::kMean;
+  if (options_.pooling == "cls") return Pooling::kCls;
+  const ModelConfig& c = model_->config();
+  if (!c.pooling) return Pooling::kLast;  // a decoder model: its last token has seen the whole input
+  if (*c.pooling == Pooling::kLast || *c.pooling == Pooling::kMean || *c.pooling == Pooling::kCls) return *c.pooling;
+  return make_error("--embedding: the model's " + c.arch_name + ".pooling_type is " + std::string(pooling_name(*c.pooling)) +
+                    ", which /v1/embeddings cannot serve (one vector per input); choose one with --pooling last|mean|cls");
 }
 
 void NativeEngine::abort_all(const std::string& message) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "model/model_config.h"
 #include "serve/backend.h"
 #include "serve/metrics.h"
 
@@ -22,6 +23,7 @@ class Backend;
 class Model;
 class Engine;
 class ApiService;
+class EmbeddingService;
 
 struct NativeOptions {
   std::string model_path;
@@ -39,6 +41,8 @@ struct NativeOptions {
   // The chat template's Jinja text when given (--chat-template / --chat-template-file); empty: the
   // model's own, or ChatML with a warning when it has none.
   std::string chat_template;
+  bool embedding = false;     // serve /v1/embeddings only (an embedding engine)
+  std::string pooling;        // last | mean | cls; empty: the model's <arch>.pooling_type, else last
   // A reply that is not streamed and not done by then is sent chunked, with a blank every
   // kKeepAliveMs, so that a client that left is noticed ($ONEBIT_WHOLE_REPLY_WAIT_MS).
   int whole_reply_wait_ms = 2000;
@@ -65,6 +69,8 @@ class NativeEngine {
   const NativeOptions& options() const { return options_; }
   Engine& engine() { return *engine_; }
   ApiService& service(size_t pool) { return *services_.at(pool); }
+  // With --embedding: the /v1/embeddings service of a pool.
+  EmbeddingService& embedder(size_t pool) { return *embedders_.at(pool); }
   // Ends every sequence (Engine::abort_all); before the load is done, nothing is running.
   void abort_all(const std::string& message);
   Metrics& metrics(size_t pool) { return *metrics_.at(pool); }
@@ -77,8 +83,13 @@ class NativeEngine {
   std::unique_ptr<Model> model_;
   std::unique_ptr<Engine> engine_;
   std::vector<std::unique_ptr<ApiService>> services_;  // [pools]
+  std::vector<std::unique_ptr<EmbeddingService>> embedders_;  // [pools] with --embedding, else empty
   std::vector<std::unique_ptr<Metrics>> metrics_;       // [pools]
   std::atomic<bool> ready_{false};
+  Pooling pooling_ = Pooling::kNone;  // with --embedding: the pooling served
+
+  // --pooling, else the model's <arch>.pooling_type, else kLast; an error for none or rank.
+  Result<Pooling> embedding_pooling() const;
 };
 
 // The FrontBackend of one slot pool of a NativeEngine.
@@ -95,6 +106,9 @@ class NativeBackend : public FrontBackend {
   void abort_all(const std::string& message) override;
 
  private:
+  // /v1/embeddings on an embedding server (a whole reply, never streamed).
+  void post_embeddings(const http::Request& req, http::Response& res, std::shared_ptr<void> hold);
+
   std::shared_ptr<NativeEngine> engine_;
   size_t pool_;
   std::string role_;

@@ -99,6 +99,8 @@ std::vector<std::string> child_argv(const PlanInputs& in, const std::string& rou
   // A template file either way (llama-server with --jinja reads --chat-template as template text).
   if (!o.chat_template.empty()) a.insert(a.end(), {"--chat-template-file", o.chat_template});
   if (!o.chat_template_file.empty()) a.insert(a.end(), {"--chat-template-file", o.chat_template_file});
+  if (o.embedding) a.push_back("--embedding");
+  if (!o.pooling.empty()) a.insert(a.end(), {"--pooling", o.pooling});
   return a;
 }
 
@@ -230,6 +232,8 @@ Result<Plan> make_plan(const PlanInputs& in) {
   plan.api_key_set = !o.api_key.empty();
   plan.shutdown_timeout_s = o.shutdown_timeout_s;
   plan.cors_origins = o.cors_origins;
+  plan.embedding = o.embedding;
+  plan.pooling = o.pooling;
   ONEBIT_ASSIGN_OR_RETURN(plan.chat_template, plan_chat_template(o));
   if (child && plan.chat_template.rfind("builtin:", 0) == 0) {
     return make_error("--chat-template " + o.chat_template + ": the built-in templates are the native engine's; for a llama-server child give a Jinja file with --chat-template-file");
@@ -269,6 +273,7 @@ nlohmann::json Plan::to_json() const {
                       {"shutdown_timeout_s", shutdown_timeout_s}};
   j["cors_origins"] = cors_origins.empty() ? std::vector<std::string>{"*"} : cors_origins;
   j["chat_template"] = chat_template.empty() ? "model" : chat_template;
+  if (embedding) j["embedding"] = {{"pooling", pooling.empty() ? "model" : pooling}};
   if (std::any_of(backends.begin(), backends.end(), [](const BackendPlan& b) { return b.child; })) {
     j["child_timeout_s"] = child_timeout_s;
   }

@@ -47,6 +47,8 @@ struct ServeOptions {
   int64_t batch_tokens = 0;          // --batch-tokens: tokens per engine step (child: -b); 0 = default
   int64_t kv_memory = 0;             // --kv-memory: K/V pool bytes (native only); 0 = ctx x slots
   std::string cache_type;            // --cache-type f16 | f32 (child: -ctk/-ctv); empty = f16
+  bool embedding = false;            // --embedding / --embeddings: /v1/embeddings only
+  std::string pooling;               // --pooling last | mean | cls; empty = the model's, else last
   bool dry_run = false;
 };
 
@@ -125,6 +127,8 @@ struct Plan {
   // The chat template: "builtin:NAME", "file:PATH", or "" for the model's own (ChatML when it has
   // none).
   std::string chat_template;
+  bool embedding = false;            // /v1/embeddings only (child: --embedding)
+  std::string pooling;               // last | mean | cls; empty: the model's (child: --pooling P when given)
   int64_t child_timeout_s = 10;      // child routes only
   std::vector<BackendPlan> backends;  // the primary first
   std::optional<EnginePlan> engine;   // native routes: one engine serves every backend's slots

@@ -34,6 +34,9 @@ const std::vector<OptionSpec>& serve_option_specs() {
       {"batch-tokens", 0, "N", "tokens per engine step at most (default 512)"},
       {"kv-memory", 0, "SIZE", "K/V pool size, e.g. 2G or 512M (default: ctx-size x slots)"},
       {"cache-type", 0, "T", "K/V storage: f16 or f32 (default f16)"},
+      {"embedding", 0, "", "serve /v1/embeddings only (an embedding model); completions are refused"},
+      {"embeddings", 0, "", "same as --embedding (llama-server's spelling)"},
+      {"pooling", 0, "last|mean|cls", "how --embedding pools a prompt's hidden states (default: the model's <arch>.pooling_type, else last)"},
       {"dry-run", 0, "", "print the plan as JSON and exit"},
       {"jinja", 0, "", "accepted for llama-server compatibility (templates are always Jinja)"},
       {"metrics", 0, "", "accepted for llama-server compatibility (/metrics is always on)"},
@@ -144,6 +147,14 @@ Result<ServeOptions> parse_serve_options(const ParsedArgs& args) {
   if (args.has("cache-type") && o.cache_type != "f16" && o.cache_type != "f32") {
     return make_error("--cache-type must be f16 or f32; got '" + o.cache_type + "'" +
                       (o.cache_type == "q8_0" ? " (q8_0 K/V is not built yet)" : ""));
+  }
+  o.embedding = args.has("embedding") || args.has("embeddings");
+  if (args.has("pooling")) {
+    o.pooling = args.get("pooling");
+    if (o.pooling != "last" && o.pooling != "mean" && o.pooling != "cls") {
+      return make_error("--pooling must be last, mean or cls; got '" + o.pooling + "'");
+    }
+    if (!o.embedding) return make_error("--pooling chooses how --embedding pools; give --embedding too");
   }
   o.dry_run = args.has("dry-run");
   return o;

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 
+#include "gguf/gguf_writer.h"
 #include "testdata.h"
 
 namespace onebit {
@@ -121,6 +122,31 @@ TEST(InfoCommand, EveryVocabFilePrintsTextAndJson) {
     ++n;
   }
   EXPECT_GE(n, 5);
+}
+
+// An embedding model's <arch>.pooling_type is shown by name (text and JSON); absent, nothing is.
+TEST(InfoCommand, PoolingType) {
+  const std::string path = (fs::temp_directory_path() / ("onebit_info_pooling_" + std::to_string(::getpid()) + ".gguf")).string();
+  for (const uint32_t type : {3u, 1u, 9u}) {
+    GgufWriter w;
+    w.set_string("general.architecture", "qwen3");
+    w.set_uint32("qwen3.pooling_type", type);
+    ASSERT_TRUE(w.write_file(path).ok());
+    const std::string name = type == 3 ? "last" : type == 1 ? "mean" : "unknown \\(9\\)";
+    const RunResult text = run_1bit("info " + quoted(path));
+    ASSERT_EQ(text.exit_code, 0) << text.err;
+    EXPECT_TRUE(has_line(text.out, "pooling", name)) << text.out;
+    const RunResult js = run_1bit("info --json " + quoted(path));
+    ASSERT_EQ(js.exit_code, 0) << js.err;
+    EXPECT_EQ(nlohmann::json::parse(js.out)["pooling"], type == 3 ? "last" : type == 1 ? "mean" : "unknown (9)");
+  }
+  GgufWriter w;
+  w.set_string("general.architecture", "qwen3");
+  ASSERT_TRUE(w.write_file(path).ok());
+  const RunResult none = run_1bit("info " + quoted(path));
+  EXPECT_EQ(none.out.find("\npooling:"), std::string::npos) << none.out;
+  EXPECT_TRUE(nlohmann::json::parse(run_1bit("info --json " + quoted(path)).out)["pooling"].is_null());
+  fs::remove(path);
 }
 
 TEST(InfoCommand, ErrorsAndUsage) {

@@ -1,6 +1,8 @@
 // The official `openai` client against `1bit serve`: non-streaming and streaming replies agree,
 // usage and finish_reason are filled, errors surface as APIError with the server's status.
-// Usage: node openai_client.mjs BASE_URL completion|chat. Prints "ok" and exits 0, or throws.
+// Embeddings (a server started with --embedding): the client's default base64 decodes to the float
+// reply, token inputs work, errors surface with their status.
+// Usage: node openai_client.mjs BASE_URL completion|chat|embedding. Prints "ok" and exits 0, or throws.
 // `sampling OUT.json PROMPT_IDS BANNED_ID` asks for logprobs, n, batch prompts, penalties and
 // logit_bias, checks the shapes and indices here, and writes the replies to OUT.json, whose
 // values the caller (tests/e2e/sampling_e2e_test.cpp) checks against the reference model.
@@ -137,6 +139,27 @@ async function sampling(out, promptIds, banned) {
   fs.writeFileSync(out, JSON.stringify(r));
 }
 
+async function embedding() {
+  const req = { model: 'any', input: ['The robot sang.', 'Once upon a time'] };
+  const decoded = await client.embeddings.create(req);  // the client asks for base64 and decodes it
+  const floats = await client.embeddings.create({ ...req, encoding_format: 'float' });
+  assert.equal(decoded.object, 'list');
+  assert.equal(decoded.data.length, 2);
+  for (let i = 0; i < 2; i++) {
+    assert.equal(decoded.data[i].index, i);
+    assert.equal(decoded.data[i].embedding.length, floats.data[i].embedding.length);
+    decoded.data[i].embedding.forEach((x, k) => assert.equal(Math.fround(x), Math.fround(floats.data[i].embedding[k])));
+    const norm = Math.sqrt(floats.data[i].embedding.reduce((a, x) => a + x * x, 0));
+    assert.ok(Math.abs(norm - 1) < 1e-5, `norm ${norm}`);
+  }
+  assert.ok(decoded.usage.prompt_tokens > 0);
+  assert.equal(decoded.usage.total_tokens, decoded.usage.prompt_tokens);
+  const ids = await client.embeddings.create({ model: 'any', input: [[1, 2, 3], [4, 5]] });
+  assert.equal(ids.data.length, 2);
+  assert.equal(ids.usage.prompt_tokens, 5);
+  await assert.rejects(client.embeddings.create({ ...req, dimensions: 3 }), (e) => e.status === 400 && /dimensions/.test(e.message));
+}
+
 if (mode === 'sampling') await sampling(...process.argv.slice(4));
-else await (mode === 'chat' ? chat() : completion());
+else await (mode === 'chat' ? chat() : mode === 'embedding' ? embedding() : completion());
 console.log('ok');

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Installs the official `openai` npm client into tests/e2e/node_modules (git-ignored) when missing,
 # then runs openai_client.mjs against a running `1bit serve`. Usage: run_openai_client.sh BASE_URL MODE
-# [ARGS] (MODE: completion | chat | sampling OUT.json PROMPT_IDS BANNED_ID). Exit 77 when node or npm is unavailable (the caller skips).
+# [ARGS] (MODE: completion | chat | embedding | sampling OUT.json PROMPT_IDS BANNED_ID). Exit 77 when node or npm is
+# unavailable (the caller skips).
 set -e
 here=$(cd "$(dirname "$0")" && pwd)
 command -v node >/dev/null 2>&1 || exit 77

@@ -22,6 +22,19 @@ inline TokenId fake_next(std::span<const TokenId> history, int32_t vocab) {
   return static_cast<TokenId>((h >> 17) % static_cast<uint64_t>(vocab));
 }
 
+// The fake model's final-normed row [width] at the last token of `history`: it depends on every
+// token and position, so a row of the wrong token, a skipped chunk or a wrong K/V shows.
+inline std::vector<float> fake_hidden(std::span<const TokenId> history, int32_t width) {
+  uint64_t h = 1469598103934665603ull;
+  for (TokenId t : history) h = (h ^ static_cast<uint32_t>(t)) * 1099511628211ull;
+  std::vector<float> row(static_cast<size_t>(width));
+  for (float& x : row) {
+    h = h * 6364136223846793005ull + 1442695040888963407ull;
+    x = static_cast<float>((h >> 40) % 2001) / 1000.0f - 1.0f;
+  }
+  return row;
+}
+
 // The n tokens the fake model generates after `prompt` alone.
 inline std::vector<TokenId> fake_continuation(std::vector<TokenId> prompt, int32_t n, int32_t vocab) {
   std::vector<TokenId> out;
@@ -41,6 +54,7 @@ class FakeRunner final : public ModelRunner {
   int64_t steps = 0;
   int64_t tokens = 0;
   int32_t max_step_tokens = 0;
+  int32_t hidden_width = 0;  // > 0: StepOutput::hidden gets fake_hidden rows [n_out, hidden_width]
 
   void copy_blocks(std::span<const BlockCopy> copies) override {
     for (const BlockCopy& c : copies) {
@@ -62,6 +76,7 @@ class FakeRunner final : public ModelRunner {
       pool_[b.slots[i]] = Row{b.tokens[i], pos};
     }
     out.logits.assign(b.out_rows.size() * size_t(vocab_), 0.0f);
+    out.hidden.clear();
     for (size_t o = 0; o < b.out_rows.size(); ++o) {
       const int32_t i = b.out_rows[o], pos = b.positions[i], s = b.seq_ids[i];
       std::vector<TokenId> history;
@@ -71,6 +86,10 @@ class FakeRunner final : public ModelRunner {
         history.push_back(r.token);
       }
       out.logits[o * vocab_ + fake_next(history, vocab_)] = 1.0f;
+      if (hidden_width > 0) {
+        const std::vector<float> row = fake_hidden(history, hidden_width);
+        out.hidden.insert(out.hidden.end(), row.begin(), row.end());
+      }
     }
     return ok_status();
   }

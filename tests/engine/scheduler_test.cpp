@@ -288,5 +288,43 @@ TEST(Scheduler, PreemptionHappensUnderATightPool) {
   EXPECT_EQ(a.n_preemptions, 0);
 }
 
+// A sequence that needs every token's row (mean/cls embeddings) runs again from its first token
+// after a preemption, though its blocks are still in the prefix cache; any other takes them back.
+TEST(Scheduler, EveryRowSequencesTakeNoCachedPrefixEvenAfterAPreemption) {
+  for (const bool every_row : {false, true}) {
+    BlockManager bm(6, 4);  // 24 positions: a at 13 tokens takes a block of b
+    Scheduler sched(bm, SchedulerOptions{{2}, 64});
+    Sequence a = make_seq(0, std::vector<TokenId>(10, 1)), b = make_seq(1, std::vector<TokenId>(10, 2));
+    b.every_row = every_row;
+    sched.add(&a);
+    sched.add(&b);
+    bool preempted = false;
+    int32_t rerun_from = -1;
+    for (int step = 0; step < 30 && rerun_from < 0; ++step) {
+      StepPlan plan = sched.schedule();
+      for (Sequence* p : plan.preempted) preempted |= p == &b;
+      for (const ScheduledRun& r : plan.runs) {
+        if (preempted && r.seq == &b && rerun_from < 0) rerun_from = r.first;
+      }
+      sched.commit(plan);
+      for (const ScheduledRun& r : plan.runs) {
+        if (!r.logits) continue;
+        if (r.seq == &a && a.tokens.size() >= 14) {
+          sched.remove(&a);  // a is done: b gets the blocks back
+        } else if (r.seq->tokens.size() < 22) {
+          r.seq->tokens.push_back(3);
+        }
+      }
+    }
+    ASSERT_TRUE(preempted) << every_row;
+    EXPECT_EQ(b.n_cached, 0);
+    if (every_row) {
+      EXPECT_EQ(rerun_from, 0);
+    } else {
+      EXPECT_GE(rerun_from, 8) << "its full blocks come back from the cache";
+    }
+  }
+}
+
 }  // namespace
 }  // namespace onebit

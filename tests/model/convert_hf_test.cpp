@@ -17,6 +17,7 @@
 #include "gguf/gguf_reader.h"
 #include "model/convert_hf.h"
 #include "model/model.h"
+#include "model/model_config.h"
 #include "model/safetensors.h"
 #include "testdata.h"
 
@@ -231,6 +232,59 @@ TEST(ConvertHf, VocabularyTravelsAndRunWorks) {
   EXPECT_EQ(first.rfind("the robot", 0), 0u) << first;
   EXPECT_NE(first.find("generated 8 tokens"), std::string::npos) << first;
   fs::remove(out);
+}
+
+// A sentence-transformers checkpoint (modules.json naming a Pooling module) gets llama.cpp's
+// <arch>.pooling_type; the model's config reads it back; one without modules.json gets none.
+TEST(ConvertHf, SentenceTransformersPoolingBecomesPoolingType) {
+  const fs::path dir = temp_path("st-qwen3");
+  fs::remove_all(dir);
+  fs::create_directories(dir / "1_Pooling");
+  for (const char* f : {"config.json", "model.safetensors", "tokenizer.json"}) {
+    fs::copy_file(testing::source_path("tests/golden/model/tiny-qwen3/") + f, dir / f);
+  }
+  std::ofstream(dir / "modules.json") << R"([{"idx":0,"name":"0","path":"","type":"sentence_transformers.models.Transformer"},
+    {"idx":1,"name":"1","path":"1_Pooling","type":"sentence_transformers.models.Pooling"},
+    {"idx":2,"name":"2","path":"2_Normalize","type":"sentence_transformers.models.Normalize"}])";
+  const std::string out = temp_path("st-qwen3.gguf");
+  const std::pair<const char*, int> modes[] = {{"pooling_mode_lasttoken", 3}, {"pooling_mode_mean_tokens", 1},
+                                               {"pooling_mode_cls_token", 2}, {"pooling_mode_max_tokens", -1}};
+  for (const auto& [mode, want] : modes) {
+    nlohmann::json pooling = {{"word_embedding_dimension", 64}, {"pooling_mode_cls_token", false},
+                              {"pooling_mode_mean_tokens", false}, {"pooling_mode_max_tokens", false},
+                              {"pooling_mode_lasttoken", false}};
+    pooling[mode] = true;
+    std::ofstream(dir / "1_Pooling" / "config.json") << pooling.dump();
+    auto report = convert_hf({dir.string(), out, GgmlType::kF16});
+    ASSERT_TRUE(report.ok()) << report.message();
+    auto file = GgufFile::open(out);
+    ASSERT_TRUE(file.ok()) << file.message();
+    if (want < 0) {
+      EXPECT_EQ(file->find("qwen3.pooling_type"), nullptr) << mode;
+      ASSERT_EQ(report->warnings.size(), 1u) << mode;
+      EXPECT_NE(report->warnings[0].find("--pooling"), std::string::npos) << report->warnings[0];
+      continue;
+    }
+    EXPECT_TRUE(report->warnings.empty()) << report->warnings.front();
+    EXPECT_EQ(file->get_uint("qwen3.pooling_type").value(), uint64_t(want)) << mode;
+    auto config = model_config_from_gguf(*file);
+    ASSERT_TRUE(config.ok()) << config.message();
+    ASSERT_TRUE(config->pooling.has_value());
+    EXPECT_EQ(static_cast<int>(*config->pooling), want);
+  }
+  std::ofstream(dir / "1_Pooling" / "config.json") << "{not json";
+  auto bad = convert_hf({dir.string(), out, GgmlType::kF16});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("not valid JSON"), std::string::npos) << bad.message();
+  fs::remove(dir / "modules.json");
+  auto plain = convert_hf({dir.string(), out, GgmlType::kF16});
+  ASSERT_TRUE(plain.ok()) << plain.message();
+  auto file = GgufFile::open(out);
+  ASSERT_TRUE(file.ok());
+  EXPECT_EQ(file->find("qwen3.pooling_type"), nullptr);
+  EXPECT_FALSE(model_config_from_gguf(*file)->pooling.has_value());
+  fs::remove(out);
+  fs::remove_all(dir);
 }
 
 TEST(ConvertHf, ClearErrors) {

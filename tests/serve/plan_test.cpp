@@ -191,6 +191,33 @@ TEST(ServePlan, AdaptiveChildPairIsVulkanAndRocm) {
   EXPECT_EQ(after(p->backends[1].argv, "--spec-type"), "<absent>");
 }
 
+// --embedding (or llama-server's --embeddings) and --pooling: in the plan, passed to a child as
+// llama-server spells them; --pooling alone or with another value is refused with the allowed ones.
+TEST(ServePlan, EmbeddingAndPooling) {
+  auto native = plan_for({"-m", "m", "--embedding", "--pooling", "mean"});
+  ASSERT_TRUE(native.ok()) << native.message();
+  EXPECT_TRUE(native->embedding);
+  EXPECT_EQ(native->pooling, "mean");
+  EXPECT_EQ(native->to_json()["embedding"]["pooling"], "mean");
+  auto model_default = plan_for({"-m", "m", "--embeddings"});
+  ASSERT_TRUE(model_default.ok()) << model_default.message();
+  EXPECT_EQ(model_default->to_json()["embedding"]["pooling"], "model");
+  EXPECT_FALSE(plan_for({"-m", "m"})->to_json().contains("embedding"));
+  auto child = plan_for({"-m", "m", "--device", "vulkan", "--llama-server", "/ls", "--embedding", "--pooling", "cls"});
+  ASSERT_TRUE(child.ok()) << child.message();
+  const Strings& argv = child->backends[0].argv;
+  EXPECT_NE(std::find(argv.begin(), argv.end(), "--embedding"), argv.end());
+  EXPECT_EQ(after(argv, "--pooling"), "cls");
+  auto plain_child = plan_for({"-m", "m", "--device", "vulkan", "--llama-server", "/ls", "--embedding"});
+  EXPECT_EQ(after(plain_child->backends[0].argv, "--pooling"), "<absent>");
+  auto bad = plan_for({"-m", "m", "--embedding", "--pooling", "rank"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.message(), "--pooling must be last, mean or cls; got 'rank'");
+  auto alone = plan_for({"-m", "m", "--pooling", "last"});
+  ASSERT_FALSE(alone.ok());
+  EXPECT_EQ(alone.message(), "--pooling chooses how --embedding pools; give --embedding too");
+}
+
 // The native engine's sizes go through the plan (and --dry-run); a child gets llama-server's flags.
 TEST(ServePlan, EngineOptionsInThePlanAndTheChildArgv) {
   auto p = plan_for({"-m", "m", "--threads", "3", "--batch-tokens", "256", "--kv-memory", "1.5G", "--cache-type", "f32"});
