@@ -156,6 +156,9 @@ Result<ServeOptions> parse_serve_options(const ParsedArgs& args) {
     }
     if (!o.embedding) return make_error("--pooling chooses how --embedding pools; give --embedding too");
   }
+  if (o.embedding && n_drafters > 0) {
+    return make_error("--embedding serves embeddings, which decode nothing: drop the drafter (--mtp, --dflash, --draft, --ngram)");
+  }
   o.dry_run = args.has("dry-run");
   return o;
 }

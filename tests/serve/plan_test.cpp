@@ -271,6 +271,8 @@ TEST(ServePlan, Refusals) {
       {{"--port", "80"}, "-m/--model FILE is required"},
       {{"-m", "m", "--mtp", "--dflash", "d"}, "pick one"},
       {{"-m", "m", "--draft", "d", "--ngram"}, "pick one"},
+      {{"-m", "m", "--ngram", "--mtp-p-min", "0.5"}, "does not apply to --ngram"},
+      {{"-m", "m", "--embedding", "--ngram"}, "drop the drafter"},
       {{"-m", "m", "--device", "tpu"}, "--device must be one of"},
       {{"-m", "m", "--port", "70000"}, "--port must be an integer from 1 to 65535"},
       {{"-m", "m", "-c", "-1"}, "--ctx-size"},
