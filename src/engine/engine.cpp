@@ -535,10 +535,9 @@ void Engine::propose_drafts() {
     if (seq->n_pending() != 1 || seq->n_draft != 0) continue;  // prompt left, or drafted already
     Live& live = *live_.at(seq->id);
     if (live.draft_len == 0) continue;
-    // Until decode steps of several sizes were timed, draft one token (that is how they get timed,
-    // at the least cost).
+    // Until decode steps of several sizes were timed, draft (that is how they get timed).
     const int32_t len = fitted ? worthwhile_draft(live.draft_hits / live.draft_trials, live.draft_len, t0, per_token, n_decoding)
-                               : 1;
+                               : live.draft_len;
     // Room for the draft and the token after it, within n_predict and the context.
     const int64_t room = std::min<int64_t>(live.request.n_predict - live.n_generated - 1,
                                            int64_t(layout_.n_ctx) - int64_t(seq->tokens.size()) - 1);
