@@ -18,10 +18,6 @@ constexpr int kPollMs = 5;
 
 constexpr const char* kInputShapes = "a string, an array of strings, an array of token ids, or an array of token-id arrays";
 
-ApiError wrong_type(const std::string& name, const std::string& expected, const ordered_json& v) {
-  return invalid_request("'" + name + "' must be " + expected + ", got " + v.type_name());
-}
-
 // A token id as JSON: an integer from 0 to INT32_MAX (the vocabulary is checked by the service).
 ApiResult<int32_t> token_id(const ordered_json& v, const std::string& name) {
   if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > std::numeric_limits<int32_t>::max()) {

@@ -56,9 +56,6 @@ JsonShape json_shape(const std::string& body, int depth_limit) {
 
 std::string type_name(const ordered_json& v) { return v.type_name(); }
 
-ApiError wrong_type(const std::string& name, const char* expected, const ordered_json& v) {
-  return invalid_request("'" + name + "' must be " + expected + ", got " + type_name(v));
-}
 
 // Message content as text: a string, or the text parts of an array of content parts joined with
 // "\n" (as llama.cpp and vLLM join them).
@@ -350,6 +347,10 @@ ApiResult<bool> parse_chat_fields(const ordered_json& body, CompletionRequest& r
 }
 
 }  // namespace
+
+ApiError wrong_type(const std::string& name, const std::string& expected, const ordered_json& v) {
+  return invalid_request("'" + name + "' must be " + expected + ", got " + v.type_name());
+}
 
 ApiResult<ordered_json> parse_json_object(const std::string& body, int64_t max_values) {
   const JsonShape shape = json_shape(body, kMaxJsonDepth);

@@ -27,6 +27,8 @@ struct ApiResult {
 };
 
 inline ApiError invalid_request(std::string message) { return {ApiErrorKind::kInvalidRequest, std::move(message)}; }
+// "'name' must be EXPECTED, got TYPE".
+ApiError wrong_type(const std::string& name, const std::string& expected, const nlohmann::ordered_json& v);
 
 enum class Endpoint { kChat, kCompletion };
 

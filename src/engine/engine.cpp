@@ -365,10 +365,6 @@ void Engine::finish(Live& live, FinishReason reason, const std::string& error) {
   }
   live.stats.n_cached_tokens = live.seq.n_cached;
   live.stats.n_generated_tokens = live.n_generated;
-  if (live.seq.n_draft > 0) {  // a cancelled sequence may still hold its draft
-    live.seq.tokens.resize(live.seq.tokens.size() - size_t(live.seq.n_draft));
-    live.seq.n_draft = 0;
-  }
   scheduler_.remove(&live.seq);
   held_.erase(std::remove(held_.begin(), held_.end(), &live), held_.end());
   auto handle = std::move(live.handle);
