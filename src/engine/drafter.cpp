@@ -6,7 +6,11 @@
 
 namespace onebit {
 
-void NgramDrafter::propose(std::span<const TokenId> context, int32_t max, std::vector<TokenId>& out) const {
+void NgramDrafter::propose(std::span<const DraftAsk> asks) {
+  for (const DraftAsk& a : asks) propose_one(a.seq.tokens, a.max, *a.out);
+}
+
+void NgramDrafter::propose_one(std::span<const TokenId> context, int32_t max, std::vector<TokenId>& out) const {
   const int64_t len = static_cast<int64_t>(context.size());
   if (max <= 0) return;
   for (int64_t n = std::min<int64_t>(n_max_, len - 1); n >= n_min_; --n) {

@@ -177,7 +177,8 @@ Result<std::unique_ptr<Engine>> Engine::start(Model& model, EngineOptions option
   const bool embed = options.pooling != Pooling::kNone;
   const int32_t per_seq_out = options.drafter ? 1 + std::max(options.draft_max, 0) : 1;
   ro.limits = StepLimits{layout.batch_tokens, slots, (layout.n_ctx + layout.block_size - 1) / layout.block_size,
-                         embed ? layout.batch_tokens : std::min(slots * per_seq_out, layout.batch_tokens), !embed};
+                         embed ? layout.batch_tokens : std::min(slots * per_seq_out, layout.batch_tokens), !embed,
+                         options.drafter ? options.drafter->target_layers() : std::vector<int32_t>{}};
   ro.hidden = embed;
   auto runner = make_model_runner(model, ro);
   if (!runner.ok()) return make_error("engine: " + runner.message());
@@ -190,6 +191,17 @@ Result<std::unique_ptr<Engine>> Engine::start(std::unique_ptr<ModelRunner> runne
     return make_error("engine: draft length " + std::to_string(options.draft_max) + "; allowed 1..64 (--mtp-max)");
   }
   if (options.pooling != Pooling::kNone) options.fair_prefill = false;  // nothing decodes
+  if (options.drafter) {
+    DrafterLayout dl;
+    dl.n_blocks = layout.n_blocks;
+    dl.block_size = layout.block_size;
+    dl.max_blocks = (layout.n_ctx + layout.block_size - 1) / layout.block_size;
+    dl.max_seqs = layout.pool_slots[0];
+    dl.max_tokens = layout.batch_tokens;
+    dl.max_draft = options.draft_max;
+    dl.cache_type = layout.cache_type;
+    if (Status st = options.drafter->start(dl); !st.ok()) return make_error("engine: drafter: " + st.message());
+  }
   std::unique_ptr<Engine> engine(new Engine(std::move(runner), std::move(options), std::move(layout)));
   if (engine->options_.is_end) {
     for (TokenId id = 0; id < engine->runner_->vocab_size(); ++id) {
@@ -366,6 +378,7 @@ void Engine::finish(Live& live, FinishReason reason, const std::string& error) {
   live.stats.n_cached_tokens = live.seq.n_cached;
   live.stats.n_generated_tokens = live.n_generated;
   scheduler_.remove(&live.seq);
+  if (options_.drafter && live.draft_len > 0) options_.drafter->forget(live.seq.id);
   held_.erase(std::remove(held_.begin(), held_.end(), &live), held_.end());
   auto handle = std::move(live.handle);
   const SequenceStats stats = live.stats;
@@ -493,6 +506,7 @@ void Engine::step() {
   try {
     build_batch(plan);
     runner_->copy_blocks(plan.copies);
+    if (options_.drafter) options_.drafter->copy_blocks(plan.copies);
     st = runner_->run(batch_, out_);
   } catch (const std::exception& e) {
     st = make_error(std::string("internal error: ") + e.what());
@@ -512,6 +526,7 @@ void Engine::step() {
     pool_embeddings(plan);
   } else {
     sample_and_stream(plan, now);
+    if (options_.drafter) observe_drafts(plan);
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -522,29 +537,45 @@ void Engine::step() {
 
 void Engine::propose_drafts() {
   if (!options_.drafter) return;
-  std::vector<TokenId> draft;
   int32_t n_decoding = 0;
   for (Sequence* seq : scheduler_.running()) n_decoding += seq->n_pending() == 1;
   double t0 = 0.0, per_token = 0.0;
   const bool fitted = options_.draft_when_it_pays && decode_cost_.fit(t0, per_token);
+  // Who drafts how much: asks_[i] for sequence lens[i] tokens (0: a shadow proposal of one).
+  std::vector<std::pair<Sequence*, int32_t>> who;
+  asks_.clear();
   for (Sequence* seq : scheduler_.running()) {
     if (seq->n_pending() != 1 || seq->n_draft != 0) continue;  // prompt left, or drafted already
     Live& live = *live_.at(seq->id);
     if (live.draft_len == 0) continue;
-    // Until decode steps of several sizes were timed, draft (that is how they get timed).
-    const int32_t len = fitted ? worthwhile_draft(live.draft_hits / live.draft_trials, live.draft_len, t0, per_token, n_decoding)
-                               : live.draft_len;
+    // Until decode steps of several sizes were timed, draft one token (that is how they get
+    // timed, at the least cost); the bookkeeping's tests draft at full length.
+    const int32_t len = !options_.draft_when_it_pays ? live.draft_len
+                        : fitted ? worthwhile_draft(live.draft_hits / live.draft_trials, live.draft_len, t0, per_token, n_decoding)
+                                 : 1;
     // Room for the draft and the token after it, within n_predict and the context.
     const int64_t room = std::min<int64_t>(live.request.n_predict - live.n_generated - 1,
                                            int64_t(layout_.n_ctx) - int64_t(seq->tokens.size()) - 1);
     const int32_t k = static_cast<int32_t>(std::min<int64_t>(std::max(len, 1), room));
     if (k <= 0) continue;
-    draft.clear();
-    options_.drafter->propose(seq->tokens, k, draft);
-    if (draft.size() > size_t(k)) draft.resize(size_t(k));
-    for (TokenId t : draft) {
-      if (t < 0 || t >= runner_->vocab_size()) return;  // a drafter's bug must not reach the model
-    }
+    who.emplace_back(seq, len);
+    asks_.push_back(DraftAsk{DraftSequence{seq->id, seq->tokens, seq->block_table, seq->n_computed}, k, nullptr});
+  }
+  if (asks_.empty()) return;
+  if (drafts_.size() < asks_.size()) drafts_.resize(asks_.size());
+  for (size_t i = 0; i < asks_.size(); ++i) {
+    drafts_[i].clear();
+    asks_[i].out = &drafts_[i];
+  }
+  options_.drafter->propose(asks_);
+  for (size_t i = 0; i < who.size(); ++i) {
+    auto [seq, len] = who[i];
+    std::vector<TokenId>& draft = drafts_[i];
+    if (draft.size() > size_t(asks_[i].max)) draft.resize(size_t(asks_[i].max));
+    bool valid = true;
+    for (TokenId t : draft) valid = valid && t >= 0 && t < runner_->vocab_size();
+    if (!valid) continue;  // a drafter's bug must not reach the model
+    Live& live = *live_.at(seq->id);
     if (len == 0) {  // drafting does not pay now: keep learning from the first proposal alone
       live.shadow = draft.empty() ? -1 : draft[0];
       continue;
@@ -554,6 +585,27 @@ void Engine::propose_drafts() {
   }
 }
 
+void Engine::observe_drafts(const StepPlan& plan) {
+  observations_.clear();
+  const size_t n_tokens = static_cast<size_t>(batch_.n_tokens());
+  const size_t width = n_tokens > 0 ? out_.captured.size() / n_tokens : 0;
+  size_t row = 0;
+  for (size_t i = 0; i < plan.runs.size(); ++i) {
+    const ScheduledRun& r = plan.runs[i];
+    const size_t first_row = row;
+    row += static_cast<size_t>(r.n);
+    if (kept_[i] <= 0) continue;
+    const Live& live = *live_.at(r.seq->id);  // kept_ >= 0: the sequence lives
+    if (live.draft_len == 0) continue;        // not one that drafts (the overflow pool)
+    const Sequence& seq = live.seq;
+    std::span<const float> rows;
+    if (width > 0) rows = std::span<const float>(out_.captured).subspan(first_row * width, size_t(kept_[i]) * width);
+    observations_.push_back(DraftObservation{DraftSequence{seq.id, seq.tokens, seq.block_table, seq.n_computed},
+                                             r.first, kept_[i], rows});
+  }
+  if (!observations_.empty()) options_.drafter->observe(observations_);
+}
+
 // Samples every run that reached its last token. A run with a draft is verified: row i's token
 // is sampled with draft[i] as the proposal (sampler.h); while it equals the draft the next row
 // counts, and the first token that differs (or the one after the whole draft) ends the run. The
@@ -561,7 +613,10 @@ void Engine::propose_drafts() {
 void Engine::sample_and_stream(const StepPlan& plan, double now) {
   const size_t vocab = static_cast<size_t>(runner_->vocab_size());
   size_t out_row = 0;
-  for (const ScheduledRun& r : plan.runs) {
+  kept_.assign(plan.runs.size(), 0);
+  for (size_t run = 0; run < plan.runs.size(); ++run) {
+    const ScheduledRun& r = plan.runs[run];
+    kept_[run] = r.n;
     if (r.n_logits == 0) continue;
     const size_t first_row = out_row;
     out_row += static_cast<size_t>(r.n_logits);
@@ -591,6 +646,7 @@ void Engine::sample_and_stream(const StepPlan& plan, double now) {
         ended = true;
         break;
       }
+      kept_[run] = r.n - n_draft + i;  // the row's position and those before it are verified
       ++live.n_generated;
       live.stats.n_draft_accepted += token == draft;
       live.handle->push_token(token, want_logprobs ? &live.logprobs : nullptr);
@@ -612,7 +668,10 @@ void Engine::sample_and_stream(const StepPlan& plan, double now) {
         break;
       }
     }
-    if (ended) continue;
+    if (ended) {
+      kept_[run] = -1;
+      continue;
+    }
     // The acceptance estimate: each verified position is a trial (a draft stops at its first
     // rejection), older ones fading; a shadow proposal counts as a draft of one.
     constexpr double kKeep = 0.9;

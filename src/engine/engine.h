@@ -121,7 +121,8 @@ struct EngineOptions {
   size_t max_queue = 1024;                // sequences waiting for a slot beyond this are refused (503);
                                           // as many as the HTTP server runs handlers at once
   std::function<bool(TokenId)> is_end;    // end-of-generation tokens
-  std::shared_ptr<const Drafter> drafter; // speculative decoding of pool 0's sequences; null = off
+  std::shared_ptr<Drafter> drafter;       // speculative decoding of pool 0's sequences; null = off;
+                                          // one engine's own (it keeps per-sequence state)
   int32_t draft_max = 3;                  // tokens drafted per step at most (--mtp-max)
   bool draft_when_it_pays = true;         // the cost model picks each draft's length; false:
                                           // always draft_max (tests of the bookkeeping)
@@ -231,6 +232,8 @@ class Engine {
   void release_held();
   // Appends a draft to every decoding sequence that drafts (speculative decoding).
   void propose_drafts();
+  // Shows the drafter what the step computed and kept (kept_), with the captured target rows.
+  void observe_drafts(const StepPlan& plan);
   Status check(const SequenceRequest& request) const;
   void learn_timing(const StepPlan& plan, double step_ms);
   void publish();
@@ -245,6 +248,11 @@ class Engine {
   StepBatch batch_;                                 // worker only: reused every step
   StepOutput out_;
   std::vector<int32_t> positions_;   // worker only: embedding_positions of one run
+  std::vector<int32_t> kept_;        // worker only: per run of the step, the positions it computed
+                                     // and kept (a rejected draft's not), -1 when its sequence ended
+  std::vector<DraftAsk> asks_;       // worker only: propose_drafts' asks and their drafts
+  std::vector<std::vector<TokenId>> drafts_;
+  std::vector<DraftObservation> observations_;
   std::vector<TokenId> end_tokens_;  // every id is_end accepts (for ignore_eos), found at start
   double decode_step_ms_ = 0.0;      // moving averages for prefill_cap (0 = not yet seen)
   double token_ms_ = 0.0;            // a step's time per token

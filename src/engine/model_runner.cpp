@@ -12,19 +12,13 @@ class ModelBackedRunner final : public ModelRunner {
   int32_t vocab_size() const override { return model_.config().vocab_size; }
 
   void copy_blocks(std::span<const BlockCopy> copies) override {
-    Backend& be = model_.backend();
-    const int64_t bs = pool_.block_size;
-    for (const BlockCopy& c : copies) {
-      for (size_t l = 0; l < pool_.k.size(); ++l) {
-        be.copy(pool_.k[l].rows(c.src * bs, bs), pool_.k[l].rows(c.dst * bs, bs));
-        be.copy(pool_.v[l].rows(c.src * bs, bs), pool_.v[l].rows(c.dst * bs, bs));
-      }
-    }
+    for (const BlockCopy& c : copies) model_.copy_kv_block(pool_, c.src, c.dst);
   }
 
   Status run(const StepBatch& batch, StepOutput& out) override {
     out.hidden.clear();
-    return model_.forward(batch, pool_, out.logits, hidden_ ? &out.hidden : nullptr);
+    return model_.forward(batch, pool_, out.logits, hidden_ ? &out.hidden : nullptr,
+                          model_.limits().capture_layers.empty() ? nullptr : &out.captured);
   }
 
  private:

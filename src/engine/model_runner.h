@@ -19,6 +19,8 @@ struct StepOutput {
   std::vector<float> logits;  // [n_out, vocab] in out_rows order
   std::vector<float> hidden;  // [n_out, hidden] final-normed rows; empty unless the runner was
                               // made with RunnerOptions::hidden (embeddings)
+  std::vector<float> captured;  // [n_tokens, width] the limits' capture_layers outputs of every
+                                // token (drafters); empty without
 };
 
 class ModelRunner {

@@ -88,6 +88,14 @@ void Model::forward_llama(const KvPool& pool, int64_t n, int64_t n_seqs, int64_t
     observe("ffn_out", l, h);
     be.add(x, h, x);
     observe("l_out", l, x);
+    // capture: the layer's output into its column slice of the captured rows (drafters)
+    for (size_t i = 0; i < limits_.capture_layers.size(); ++i) {
+      if (limits_.capture_layers[i] != l) continue;
+      Tensor slice = s.captured.rows(0, n);  // [n, hidden] view of columns i * hidden ..
+      slice.offset_bytes += i * size_t(c.hidden_size) * sizeof(float);
+      slice.n_cols = c.hidden_size;
+      be.copy(x, slice);
+    }
   }
   if (n_out == 0) return;  // a step of prompt chunks only: K/V stored, nothing to sample
   // Rows that get logits (the step's out_rows): out_rows = x[out_ids]

@@ -162,6 +162,14 @@ Result<KvPool> Model::new_kv_pool(int32_t n_blocks, int32_t block_size, GgmlType
   return pool;
 }
 
+void Model::copy_kv_block(const KvPool& pool, int32_t src, int32_t dst) {
+  const int64_t bs = pool.block_size;
+  for (size_t l = 0; l < pool.k.size(); ++l) {
+    backend_.copy(pool.k[l].rows(src * bs, bs), pool.k[l].rows(dst * bs, bs));
+    backend_.copy(pool.v[l].rows(src * bs, bs), pool.v[l].rows(dst * bs, bs));
+  }
+}
+
 void Model::free_kv_pool(KvPool& pool) {
   for (auto& t : pool.k) backend_.free(t);
   for (auto& t : pool.v) backend_.free(t);
@@ -191,6 +199,13 @@ Status Model::reserve(const StepLimits& lim) {
       {&s.gate, GgmlType::kF32, n, c.intermediate_size}, {&s.up, GgmlType::kF32, n, c.intermediate_size},
       {&s.out_rows, GgmlType::kF32, no, c.hidden_size},  {&s.logits, GgmlType::kF32, no, c.vocab_size},
   };
+  for (int32_t l : lim.capture_layers) {
+    if (l < 0 || l >= c.n_layers) {
+      return make_error("forward: capture of layer " + std::to_string(l) + "; the model has layers 0.." +
+                        std::to_string(c.n_layers - 1));
+    }
+  }
+  const int64_t capture_cols = int64_t(lim.capture_layers.size()) * c.hidden_size;
   for (const Want& want : wants) {
     if (want.t == &s.logits && !lim.logits) continue;
     auto t = backend_.alloc(want.type, want.rows, want.cols);
@@ -200,13 +215,21 @@ Status Model::reserve(const StepLimits& lim) {
     }
     *want.t = *t;
   }
+  if (capture_cols > 0) {
+    auto t = backend_.alloc(GgmlType::kF32, n, capture_cols);
+    if (!t.ok()) {
+      s.free_all(backend_);
+      return make_error("forward: capture buffer for " + std::to_string(n) + " tokens: " + t.message());
+    }
+    s.captured = *t;
+  }
   limits_ = lim;
   return ok_status();
 }
 
 void Model::Scratch::free_all(Backend& backend) {
   for (Tensor* t : {&ids, &positions, &slots, &seq_ids, &block_tables, &out_ids, &x, &h, &q, &k, &v, &attn, &gate,
-                    &up, &out_rows, &logits}) {
+                    &up, &out_rows, &logits, &captured}) {
     if (t->valid()) backend.free(*t);
     *t = Tensor{};
   }
@@ -275,7 +298,8 @@ Status Model::validate(const StepBatch& b, const KvPool& pool) const {
   return ok_status();
 }
 
-Status Model::forward(const StepBatch& b, KvPool& pool, std::vector<float>& logits, std::vector<float>* hidden) {
+Status Model::forward(const StepBatch& b, KvPool& pool, std::vector<float>& logits, std::vector<float>* hidden,
+                      std::vector<float>* captured) {
   ONEBIT_TRY(validate(b, pool));
   const int64_t n = b.n_tokens(), n_seqs = b.n_seqs(), n_out = static_cast<int64_t>(b.out_rows.size());
   Scratch& sc = *scratch_;
@@ -291,6 +315,10 @@ Status Model::forward(const StepBatch& b, KvPool& pool, std::vector<float>& logi
   if (hidden) {
     hidden->resize(static_cast<size_t>(n_out * config_.hidden_size));
     if (n_out > 0) backend_.read(sc.out_rows.rows(0, n_out), hidden->data());
+  }
+  if (captured) {
+    captured->resize(sc.captured.valid() ? static_cast<size_t>(n * sc.captured.n_cols) : 0);
+    if (sc.captured.valid()) backend_.read(sc.captured.rows(0, n), captured->data());
   }
   backend_.synchronize();
   return ok_status();
@@ -331,7 +359,7 @@ Status Model::forward(KvCache& kv, std::span<const TokenId> tokens, bool all_log
   const int32_t n_out = static_cast<int32_t>(b.out_rows.size());
   if (n > l.max_tokens || b.max_blocks > l.max_blocks || n_out > l.max_out || !l.logits) {
     ONEBIT_TRY(reserve(StepLimits{std::max(n, 2 * l.max_tokens), std::max(1, l.max_seqs),
-                                  std::max(b.max_blocks, l.max_blocks), std::max(n_out, 2 * l.max_out), true}));
+                                  std::max(b.max_blocks, l.max_blocks), std::max(n_out, 2 * l.max_out), true, l.capture_layers}));
   }
   ONEBIT_TRY(forward(b, kv.pool, logits));
   kv.n_past += n;

@@ -54,6 +54,8 @@ struct StepLimits {
   int32_t max_out = 0;      // rows that get logits (or hidden rows)
   bool logits = true;       // false: hidden rows only (embeddings): no [max_out, vocab] buffer
                             // and no output matmul
+  std::vector<int32_t> capture_layers;  // layers whose outputs (before any norm) every token of a
+                            // step hands back, concatenated per token (drafters: Model::forward)
 };
 
 // One sequence with a pool of its own (block table = identity): for tools and tests that score a
@@ -107,6 +109,8 @@ class Model {
   // runs out.
   Result<KvPool> new_kv_pool(int32_t n_blocks, int32_t block_size, GgmlType type);
   void free_kv_pool(KvPool& pool);
+  // Copies block src of every layer of `pool` to block dst (copy-on-write, drafts' scratch).
+  void copy_kv_block(const KvPool& pool, int32_t src, int32_t dst);
 
   // Sizes the step buffers for steps up to `limits` (frees the previous ones). The engine calls
   // it once at start; nothing is allocated while serving.
@@ -115,11 +119,14 @@ class Model {
 
   // Runs one step over `pool` and writes logits [n_out, vocab_size] (out_rows order) to `logits`
   // (resized; empty when the limits say no logits) and, when `hidden` is given, the final-normed
-  // rows [n_out, hidden_size] (llama.cpp's result_norm) to it. Errors (and runs nothing) on a
-  // token id outside the vocabulary, a step beyond the reserved limits, or positions, slots and
-  // block tables that do not agree.
+  // rows [n_out, hidden_size] (llama.cpp's result_norm) to it; when `captured` is given, the
+  // outputs of the limits' capture_layers for every token [n_tokens, layers * hidden_size].
+  // Errors (and runs nothing) on a token id outside the vocabulary, a step beyond the reserved
+  // limits, or positions, slots and block tables that do not agree.
   Status forward(const StepBatch& batch, KvPool& pool, std::vector<float>& logits,
-                 std::vector<float>* hidden = nullptr);
+                 std::vector<float>* hidden = nullptr, std::vector<float>* captured = nullptr);
+  // The weights, for drafters that share the target's embedding and output matrix.
+  const ModelWeights& weights() const { return w_; }
 
   // Single-sequence use: an F32 cache of up to n_ctx positions, and a forward that continues it
   // at n_past with logits for the last token, or every token with all_logits. Grows the step

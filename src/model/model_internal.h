@@ -22,6 +22,7 @@ struct Model::Scratch {
   Tensor gate, up;         // [max_tokens, intermediate]
   Tensor out_rows;         // [max_out, hidden] final-normed rows that get logits
   Tensor logits;           // [max_out, vocab]; !valid() when the limits say no logits
+  Tensor captured;         // [max_tokens, capture_layers * hidden]; !valid() without capture
 
   void free_all(Backend& backend);
 };
