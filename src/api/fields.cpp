@@ -64,6 +64,7 @@ const std::vector<FieldInfo>& request_fields() {
       {"reasoning_format", kBothEndpoints, S::kImplemented, "", ""},
       {"cache_prompt", kBothEndpoints, S::kImplemented, "", ""},
       {"ignore_eos", kBothEndpoints, S::kImplemented, "", ""},
+      {"speculative.n_max", kBothEndpoints, S::kImplemented, "", ""},
       {"tools", kChatOnly, S::kImplemented, "", ""},
       {"chat_template_kwargs", kChatOnly, S::kImplemented, "", ""},
       {"n", kBothEndpoints, S::kImplemented, "", ""},

@@ -314,6 +314,9 @@ ApiResult<bool> parse_options(const ordered_json& body, CompletionRequest& r) {
   auto cache = read_bool(body, "cache_prompt");
   if (!cache.ok()) return cache.error;
   r.cache_prompt = cache.value->value_or(true);
+  auto draft_max = read_int(body, "speculative.n_max", 0, 64);
+  if (!draft_max.ok()) return draft_max.error;
+  r.draft_max = static_cast<int32_t>(draft_max.value->value_or(-1));
   auto ignore_eos = read_bool(body, "ignore_eos");
   if (!ignore_eos.ok()) return ignore_eos.error;
   r.ignore_eos = ignore_eos.value->value_or(false);

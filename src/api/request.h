@@ -67,6 +67,8 @@ struct CompletionRequest {
   bool include_usage = false;              // stream_options.include_usage
   bool split_reasoning = true;             // reasoning_format != "none"
   bool cache_prompt = true;
+  int32_t draft_max = -1;                 // speculative.n_max: drafted tokens per step at most (0: this
+                                          // request drafts nothing); -1: the server's --mtp-max
   bool ignore_eos = false;                 // end-of-generation tokens are never sampled (llama-server's)
 };
 

@@ -146,6 +146,7 @@ ApiResult<std::unique_ptr<Completion>> ApiService::start_completion(const std::s
       seq.sampler.seed = sampler.value->seed + static_cast<uint64_t>(seqs.size());
       seq.cache_prompt = r.cache_prompt;
       seq.ignore_eos = r.ignore_eos;
+      seq.draft_max = r.draft_max;
       seq.pool = options_.pool;
       if (j > 0 && r.cache_prompt) seq.after = leader;
       seqs.push_back(std::move(seq));

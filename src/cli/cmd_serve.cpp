@@ -43,9 +43,6 @@ int run_native_plan(const Plan& plan, const ServeOptions& options) {
   const sigset_t signals = block_stop_signals();
 
   const DrafterPlan& drafter = plan.backends[0].drafter;
-  if (drafter.kind != DrafterKind::kNone && drafter.kind != DrafterKind::kNgram) {
-    std::fprintf(stderr, "1bit serve: warning: the native engine drafts by n-gram lookup only so far (--ngram); serving without a drafter\n");
-  }
   // One engine for every planned backend: a slot pool each (the primary, and under --adaptive the
   // overflow), over one loaded model and one thread pool.
   NativeOptions no;
@@ -53,8 +50,10 @@ int run_native_plan(const Plan& plan, const ServeOptions& options) {
   no.alias = plan.alias;
   no.route = plan.backends[0].route;
   no.ctx_size = plan.ctx_size;
-  no.ngram = drafter.kind == DrafterKind::kNgram;
+  no.drafter = drafter.kind == DrafterKind::kNone ? "" : drafter_kind_name(drafter.kind);
+  no.drafter_path = drafter.path;
   no.draft_max = static_cast<int32_t>(drafter.n_max);
+  no.draft_p_min = static_cast<float>(drafter.p_min.value_or(0.0));
   no.roles.clear();
   no.pool_slots.clear();
   for (const auto& b : plan.backends) {

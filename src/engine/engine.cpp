@@ -348,7 +348,9 @@ void Engine::worker_loop() {
         std::unique_ptr<Live> live = std::move(incoming_.front());
         incoming_.pop_front();
         live->sampler = std::make_unique<Sampler>(live->request.sampler);
-        live->draft_len = options_.drafter && live->request.pool == 0 ? options_.draft_max : 0;
+        const int32_t asked = live->request.draft_max;
+        live->draft_len = !options_.drafter || live->request.pool != 0 ? 0
+                          : asked >= 0 ? std::min(asked, options_.draft_max) : options_.draft_max;
         live->stats.n_prompt_tokens = live->seq.n_prompt;
         Sequence* seq = &live->seq;
         if (live->leader >= 0) held_.push_back(live.get());

@@ -41,6 +41,8 @@ struct SequenceRequest {
   int32_t pool = 0;             // slot pool: 0 primary, 1 overflow (--adaptive)
   bool ignore_eos = false;      // end-of-generation tokens are never sampled (as llama-server's
                                 // ignore_eos): only n_predict or the context end the sequence
+  int32_t draft_max = -1;       // drafted tokens per step at most (0: never drafts); -1: the
+                                // engine's draft_max
   int32_t after = -1;           // submit_all: the index of an earlier request of the same call
                                 // whose prompt must be computed before this one is admitted, so
                                 // this one takes that prompt from the prefix cache (n > 1)

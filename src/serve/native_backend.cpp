@@ -13,6 +13,7 @@
 #include "backend/backend.h"
 #include "backend/cpu/cpu_backend.h"
 #include "engine/engine.h"
+#include "engine/model_drafters.h"
 #include "gguf/gguf_reader.h"
 #include "model/model.h"
 #include "template/builtin_templates.h"
@@ -115,7 +116,7 @@ Status NativeEngine::load() {
   eo.kv_tokens = options_.kv_memory > 0 ? options_.kv_memory / model_->kv_bytes_per_token(eo.cache_type) : 0;
   const Tokenizer* tok = tokenizer_.get();
   eo.is_end = [tok](TokenId t) { return tok->is_end_of_generation(t); };
-  if (options_.ngram) eo.drafter = std::make_shared<NgramDrafter>();
+  ONEBIT_ASSIGN_OR_RETURN(eo.drafter, make_drafter());
   eo.draft_max = options_.draft_max;
   if (options_.embedding) {
     ONEBIT_ASSIGN_OR_RETURN(eo.pooling, embedding_pooling());
@@ -137,6 +138,24 @@ Status NativeEngine::load() {
   }
   ready_.store(true);
   return ok_status();
+}
+
+Result<std::shared_ptr<Drafter>> NativeEngine::make_drafter() {
+  const std::string& kind = options_.drafter;
+  if (kind.empty()) return std::shared_ptr<Drafter>();
+  if (kind == "ngram") return std::shared_ptr<Drafter>(std::make_shared<NgramDrafter>());
+  const std::string option = "--" + kind;
+  auto file = GgufFile::open(options_.drafter_path);
+  if (!file.ok()) return make_error(option + " '" + options_.drafter_path + "': " + file.message());
+  drafter_file_ = std::make_unique<GgufFile>(std::move(*file));
+  Result<std::shared_ptr<Drafter>> d = make_error("unknown drafter " + kind);
+  if (kind == "draft") {
+    auto draft = Model::load(*drafter_file_, *backend_);
+    if (!draft.ok()) return make_error(option + " '" + options_.drafter_path + "': " + draft.message());
+    d = make_draft_model_drafter(*file_, *model_, *drafter_file_, std::move(*draft), options_.draft_p_min);
+  }
+  if (!d.ok()) return make_error(option + " '" + options_.drafter_path + "': " + d.message());
+  return d;
 }
 
 std::string NativeEngine::describe() const {

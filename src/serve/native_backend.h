@@ -23,6 +23,7 @@ class Backend;
 class Model;
 class Engine;
 class ApiService;
+class Drafter;
 class EmbeddingService;
 
 struct NativeOptions {
@@ -36,8 +37,10 @@ struct NativeOptions {
   int32_t batch_tokens = 0;   // tokens per engine step; 0: the engine's default
   int64_t kv_memory = 0;      // K/V pool bytes; 0: ctx_size x slots
   std::string cache_type = "f16";
-  bool ngram = false;         // speculative decoding by prompt lookup (--ngram)
+  std::string drafter;        // speculative decoding: "" none, "ngram", "mtp", "dflash", "draft"
+  std::string drafter_path;   // the MTP head, DFlash drafter or draft model file
   int32_t draft_max = 3;      // --mtp-max
+  float draft_p_min = 0.0f;   // --mtp-p-min
   // The chat template's Jinja text when given (--chat-template / --chat-template-file); empty: the
   // model's own, or ChatML with a warning when it has none.
   std::string chat_template;
@@ -81,6 +84,7 @@ class NativeEngine {
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Model> model_;
+  std::unique_ptr<GgufFile> drafter_file_;  // --mtp / --dflash / --draft file (outlives the engine)
   std::unique_ptr<Engine> engine_;
   std::vector<std::unique_ptr<ApiService>> services_;  // [pools]
   std::vector<std::unique_ptr<EmbeddingService>> embedders_;  // [pools] with --embedding, else empty
@@ -88,6 +92,8 @@ class NativeEngine {
   std::atomic<bool> ready_{false};
   Pooling pooling_ = Pooling::kNone;  // with --embedding: the pooling served
 
+  // The drafter of options_.drafter (null for none); errors name the option and the mismatch.
+  Result<std::shared_ptr<Drafter>> make_drafter();
   // --pooling, else the model's <arch>.pooling_type, else kLast; an error for none or rank.
   Result<Pooling> embedding_pooling() const;
 };

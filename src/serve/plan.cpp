@@ -156,6 +156,8 @@ Result<BackendPlan> plan_backend(const PlanInputs& in, const std::string& role, 
   return b;
 }
 
+}  // namespace
+
 const char* drafter_kind_name(DrafterKind k) {
   switch (k) {
     case DrafterKind::kMtp: return "mtp";
@@ -166,8 +168,6 @@ const char* drafter_kind_name(DrafterKind k) {
   }
   return "none";
 }
-
-}  // namespace
 
 std::optional<std::string> PlanEnvironment::get(const std::string& name) const {
   for (const auto& [k, v] : vars)

@@ -85,6 +85,9 @@ PlanEnvironment current_plan_environment();
 
 enum class DrafterKind { kNone, kMtp, kDflash, kDraftModel, kNgram };
 
+// "mtp", "dflash", "draft", "ngram"; "none".
+const char* drafter_kind_name(DrafterKind k);
+
 struct DrafterPlan {
   DrafterKind kind = DrafterKind::kNone;
   std::string path;                // head / drafter / draft model file; the model itself for an MTP head inside it

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <map>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -291,6 +292,59 @@ TEST(EngineFake, DraftingKeepsTheOutputExactly) {
   std::printf("drafting: own %lld/%lld accepted, noisy %lld/%lld, ngram %lld/%lld\n", (long long)own.accepted,
               (long long)own.drafted, (long long)noisy.accepted, (long long)noisy.drafted, (long long)ngram.accepted,
               (long long)ngram.drafted);
+}
+
+// A noisy drafter that checks what the engine shows it: an observed position is never taken back
+// (rejected draft tokens are not observed), observations end at n_computed with the next token
+// known, and a sequence is asked for drafts only at its observed frontier.
+class CheckingDrafter final : public Drafter {
+ public:
+  void observe(std::span<const DraftObservation> runs) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const DraftObservation& r : runs) {
+      ++observations_;
+      if (r.first + r.n != r.seq.n_computed || int64_t(r.seq.tokens.size()) <= r.first + r.n || !r.rows.empty()) ++bad_;
+      std::vector<TokenId>& seen = seen_[r.seq.id];
+      for (int32_t p = r.first; p < r.first + r.n; ++p) {
+        if (size_t(p) < seen.size() && seen[size_t(p)] != r.seq.tokens[size_t(p)]) ++bad_;  // taken back
+        if (size_t(p) >= seen.size()) seen.resize(size_t(p) + 1, -1);
+        seen[size_t(p)] = r.seq.tokens[size_t(p)];
+      }
+      frontier_[r.seq.id] = r.first + r.n;
+    }
+  }
+  void propose(std::span<const DraftAsk> asks) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const DraftAsk& a : asks) {
+      if (a.seq.n_computed + 1 != int32_t(a.seq.tokens.size()) || frontier_[a.seq.id] != a.seq.n_computed) ++bad_;
+      std::vector<TokenId> c(a.seq.tokens.begin(), a.seq.tokens.end());
+      for (TokenId t : fake_continuation(c, a.max, kVocab)) {
+        a.out->push_back((c.size() + a.out->size()) % 3 == 0 ? (t + 1) % kVocab : t);
+      }
+    }
+  }
+  void forget(int64_t id) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    seen_.erase(id);
+    frontier_.erase(id);
+  }
+  int64_t bad() const { return bad_; }
+  int64_t observations() const { return observations_; }
+
+ private:
+  std::mutex mu_;
+  std::map<int64_t, std::vector<TokenId>> seen_;
+  std::map<int64_t, int32_t> frontier_;
+  int64_t bad_ = 0, observations_ = 0;
+};
+
+TEST(EngineFake, DrafterSeesOnlyVerifiedPositions) {
+  auto d = std::make_shared<CheckingDrafter>();
+  DraftRun r = run_drafting(d, 4, 4, 160);  // a tight pool: preemptions recompute positions
+  EXPECT_EQ(r.failures, 0);
+  EXPECT_LT(r.accepted, r.drafted);
+  EXPECT_GT(d->observations(), 100);
+  EXPECT_EQ(d->bad(), 0);
 }
 
 TEST(Drafter, NgramProposesWhatFollowedTheLatestMatch) {
