@@ -54,6 +54,7 @@ int run_native_plan(const Plan& plan, const ServeOptions& options) {
   no.drafter_path = drafter.path;
   no.draft_max = static_cast<int32_t>(drafter.n_max);
   no.draft_p_min = static_cast<float>(drafter.p_min.value_or(0.0));
+  no.draft_fixed = drafter.fixed;
   no.roles.clear();
   no.pool_slots.clear();
   for (const auto& b : plan.backends) {

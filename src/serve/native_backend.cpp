@@ -118,6 +118,7 @@ Status NativeEngine::load() {
   eo.is_end = [tok](TokenId t) { return tok->is_end_of_generation(t); };
   ONEBIT_ASSIGN_OR_RETURN(eo.drafter, make_drafter());
   eo.draft_max = options_.draft_max;
+  eo.draft_when_it_pays = !options_.draft_fixed;
   if (options_.embedding) {
     ONEBIT_ASSIGN_OR_RETURN(eo.pooling, embedding_pooling());
     pooling_ = eo.pooling;

@@ -41,6 +41,7 @@ struct NativeOptions {
   std::string drafter_path;   // the MTP head, DFlash drafter or draft model file
   int32_t draft_max = 3;      // --mtp-max
   float draft_p_min = 0.0f;   // --mtp-p-min
+  bool draft_fixed = false;   // --mtp-fixed: draft_max every step, no cost model
   // The chat template's Jinja text when given (--chat-template / --chat-template-file); empty: the
   // model's own, or ChatML with a warning when it has none.
   std::string chat_template;

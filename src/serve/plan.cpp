@@ -75,6 +75,7 @@ DrafterPlan plan_drafter(const PlanInputs& in) {
     d.n_max = o.mtp_max.value_or(3);
     d.p_min = o.mtp_p_min;
   }
+  d.fixed = o.mtp_fixed;
   return d;
 }
 
@@ -146,6 +147,9 @@ Result<BackendPlan> plan_backend(const PlanInputs& in, const std::string& role, 
   if (!child) return b;
   if (d.kind == DrafterKind::kNgram) {
     return make_error("--ngram drafting runs only on the native engine; drop --ngram, or use --device cpu or cuda without --llama-server");
+  }
+  if (d.fixed) {
+    return make_error("--mtp-fixed is the native engine's (llama-server picks its own draft lengths); drop it, or serve without --llama-server");
   }
   if (in.options.kv_memory > 0) {
     return make_error("--kv-memory sizes the native engine's K/V pool; llama-server has no such option (drop it, or give --ctx-size)");
@@ -286,6 +290,7 @@ nlohmann::json Plan::to_json() const {
       jb["drafter"] = {{"kind", drafter_kind_name(b.drafter.kind)}, {"n_max", b.drafter.n_max}};
       if (!b.drafter.path.empty()) jb["drafter"]["path"] = b.drafter.path;
       jb["drafter"]["p_min"] = b.drafter.p_min ? nlohmann::json(*b.drafter.p_min) : nlohmann::json(nullptr);
+      jb["drafter"]["fixed"] = b.drafter.fixed;
     }
     if (b.child) {
       jb["binary"] = b.binary;

@@ -35,6 +35,7 @@ struct ServeOptions {
   bool ngram = false;
   std::optional<int64_t> mtp_max;    // --mtp-max
   std::optional<double> mtp_p_min;   // --mtp-p-min
+  bool mtp_fixed = false;            // --mtp-fixed: draft n_max every step (no cost model)
   bool adaptive = false;
   int64_t adaptive_at = 8;
   std::string api_key;
@@ -93,6 +94,7 @@ struct DrafterPlan {
   std::string path;                // head / drafter / draft model file; the model itself for an MTP head inside it
   int64_t n_max = 0;               // tokens drafted per step
   std::optional<double> p_min;     // draft only while the drafter is this sure
+  bool fixed = false;              // n_max every step, no cost model (native engine only)
 };
 
 // One backend to start. Native backends run in process; children are llama-server processes.

@@ -22,6 +22,7 @@ const std::vector<OptionSpec>& serve_option_specs() {
       {"ngram", 0, "", "speculative decoding by prompt n-gram lookup"},
       {"mtp-max", 0, "N", "draft length (default 3; DFlash: block_size - 1, else 16)"},
       {"mtp-p-min", 0, "P", "draft only while the drafter is at least P sure (DFlash default 0)"},
+      {"mtp-fixed", 0, "", "draft --mtp-max tokens every step (no cost model; native engine): measures acceptance"},
       {"adaptive", 0, "", "two backends: a primary, and an overflow with 16 slots"},
       {"adaptive-at", 0, "N", "requests in flight on the primary before overflowing (default 8)"},
       {"api-key", 0, "KEY", "require 'Authorization: Bearer KEY'"},
@@ -110,8 +111,9 @@ Result<ServeOptions> parse_serve_options(const ParsedArgs& args) {
     o.mtp_p_min = p;
   }
   if (o.ngram && o.mtp_p_min) return make_error("--mtp-p-min does not apply to --ngram: an n-gram lookup has no probabilities");
-  if (n_drafters == 0 && (o.mtp_max || o.mtp_p_min)) {
-    return make_error("--mtp-max and --mtp-p-min tune a drafter; give one with --mtp, --dflash, --draft or --ngram");
+  o.mtp_fixed = args.has("mtp-fixed");
+  if (n_drafters == 0 && (o.mtp_max || o.mtp_p_min || o.mtp_fixed)) {
+    return make_error("--mtp-max, --mtp-p-min and --mtp-fixed tune a drafter; give one with --mtp, --dflash, --draft or --ngram");
   }
   o.adaptive = args.has("adaptive");
   ONEBIT_ASSIGN_OR_RETURN(o.adaptive_at, args.get_int("adaptive-at", 8, 1, 256));

@@ -278,6 +278,8 @@ TEST(ServePlan, Refusals) {
       {{"-m", "m", "-c", "-1"}, "--ctx-size"},
       {{"-m", "m", "--parallel", "0"}, "--parallel must be an integer from 1 to 256"},
       {{"-m", "m", "--mtp-max", "3"}, "tune a drafter"},
+      {{"-m", "m", "--mtp-fixed"}, "tune a drafter"},
+      {{"-m", "m", "--device", "vulkan", "--llama-server", "/ls", "--draft", "d", "--mtp-fixed"}, "native engine's"},
       {{"-m", "m", "--mtp", "--mtp-p-min", "1.5"}, "--mtp-p-min must be a number from 0"},
       {{"-m", "m", "--adaptive-at", "4"}, "needs --adaptive"},
       {{"-m", "m", "extra"}, "unexpected argument 'extra'"},

@@ -1,0 +1,170 @@
+#!/usr/bin/env python3
+"""A drafter's acceptance in the engine against PyTorch on the same prompts (issue 16).
+
+Acceptance is tokens per verification step (the drafts the target keeps + its own token), as
+tools/train/evaluate.py measures it: 16 windows of 64 tokens of the held-out code (and prose)
+text, 128 greedy tokens, fixed draft lengths (MTP 3, DFlash block 8 = 7 drafts, draft model 3).
+
+  # here: the held-out text as evaluate.py builds it (tools/train/prepare_data.py), tokenized
+  python3 tools/model/acceptance.py prompts --out build/acceptance/prompts.json
+  # on the GPU machine (torch): PyTorch's acceptance on those prompts, weights read from the GGUFs
+  python3 tools/model/acceptance.py torch --prompts build/acceptance/prompts.json --out $OUT/torch.json
+  # here: the engine's, through `1bit serve --mtp-fixed` and each drafter
+  python3 tools/model/acceptance.py engine --prompts build/acceptance/prompts.json [--torch torch.json]
+"""
+import argparse
+import json
+import lzma
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PROMPT_TOKENS, GEN_TOKENS, N_SAMPLES = 64, 128, 16
+EOT = 8187  # <|endoftext|>: documents are joined by it (tools/train/train.py)
+DRAFTERS = {  # name: (serve options, --mtp-max as evaluate.py drafts)
+    "mtp": (["--mtp", "models/onebit-20m-mtp-q8_0.gguf"], 3),
+    "dflash": (["--dflash", "models/onebit-20m-dflash-q8_0.gguf"], 7),
+    "draft": (["--draft", "models/onebit-20m-draft-q8_0.gguf"], 3),
+}
+
+
+def tokenize(binary, model, texts):
+    p = subprocess.run([binary, "tokenize", "-m", model, "--jsonl"], input="".join(json.dumps({"text": t}) + "\n" for t in texts),
+                       capture_output=True, text=True, check=True)
+    return [json.loads(line)["ids"] for line in p.stdout.splitlines()]
+
+
+def cmd_prompts(a):
+    with tempfile.TemporaryDirectory() as d:
+        subprocess.run([sys.executable, os.path.join(ROOT, "tools/train/prepare_data.py"), "--out", d,
+                        "--text", a.text, "--repo", ROOT], check=True, stdout=subprocess.DEVNULL)
+        with lzma.open(os.path.join(d, "heldout.jsonl.xz"), "rt", encoding="utf-8") as f:
+            rows = [json.loads(line) for line in f]
+    out = {}
+    # evaluate.py's groups: code; prose = held prose then held stories (torch.cat order)
+    for dom, parts in (("code", ["code"]), ("prose", ["prose", "story"])):
+        stream = []
+        for part in parts:
+            docs = [r["text"] for r in rows if r["domain"] == part]
+            for ids in tokenize(a.binary, a.model, docs):
+                stream += ids + [EOT]
+        span = len(stream) - PROMPT_TOKENS - GEN_TOKENS
+        out[dom] = [stream[int(k * span / N_SAMPLES):int(k * span / N_SAMPLES) + PROMPT_TOKENS] for k in range(N_SAMPLES)]
+    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
+    with open(a.out, "w") as f:
+        json.dump(out, f)
+    print(f"{a.out}: " + ", ".join(f"{k} {len(v)} prompts" for k, v in out.items()))
+
+
+def post(port, body):
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=600) as r:
+        return json.load(r)
+
+
+def cmd_engine(a):
+    with open(a.prompts) as f:
+        prompts = json.load(f)
+    ref = json.load(open(a.torch)) if a.torch else None
+    results = {}
+    for i, (name, (opts, n_max)) in enumerate(DRAFTERS.items()):
+        if a.only and name not in a.only.split(","):
+            continue
+        port = 8470 + i
+        args = [a.binary, "serve", "-m", a.model, "--port", str(port), "-c", "1024", "--threads", str(a.threads),
+                *[os.path.join(ROOT, o) if o.startswith("models/") else o for o in opts],
+                "--mtp-max", str(n_max), "--mtp-fixed"]
+        server = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            for _ in range(300):
+                try:
+                    urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1)
+                    break
+                except Exception:
+                    if server.poll() is not None:
+                        sys.exit(f"1bit serve {name} exited: {server.stderr.read()}")
+                    time.sleep(0.1)
+            results[name] = {}
+            for dom, ps in prompts.items():
+                produced = steps = 0
+                for p in ps:
+                    r = post(port, {"prompt": p, "max_tokens": GEN_TOKENS, "temperature": 0, "cache_prompt": False})
+                    t = r["timings"]
+                    n, acc = t["predicted_n"], t.get("draft_n_accepted", 0)
+                    # the first token comes from the prompt's step; every later step verified a draft
+                    produced += n - 1
+                    steps += n - 1 - acc
+                results[name][dom] = round(produced / steps, 3) if steps else None
+        finally:
+            server.terminate()
+            server.wait()
+    print("| drafter | domain | engine tokens/step | PyTorch tokens/step |")
+    print("|---|---|---|---|")
+    for name, doms in results.items():
+        for dom, v in doms.items():
+            t = ref["accept"][dom].get(name) if ref else None
+            print(f"| {name} | {dom} | {v} | {t if t is not None else '-'} |")
+    if a.out:
+        with open(a.out, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+def cmd_torch(a):
+    sys.path.insert(0, os.path.join(ROOT, "tools/train"))
+    sys.path.insert(0, os.path.join(ROOT, "tools/model"))
+    import torch
+    import evaluate as EV
+    import drafter_torch as DT  # the drafters from their GGUFs (tools/model/drafter_torch.py)
+    with open(a.prompts) as f:
+        prompts = json.load(f)
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    fam = DT.family(os.path.join(ROOT, "models"), dev)
+    stop = {EOT, 8189}  # <|endoftext|>, <|im_end|>
+    out = {"accept": {}, "settings": {"prompt_tokens": PROMPT_TOKENS, "gen_tokens": GEN_TOKENS,
+                                      "mtp_draft": EV.MTP_DRAFT, "draft_model_draft": EV.DRAFT_MODEL_DRAFT}}
+    with torch.no_grad():
+        for dom, ps in prompts.items():
+            tot = {"mtp": [0, 0], "dflash": [0, 0], "draft": [0, 0]}
+            for p in ps:
+                pr = torch.tensor(p, device=dev)
+                s = EV.greedy(fam.target, pr, GEN_TOKENS, stop)
+                if s.shape[0] - len(p) < 2:
+                    continue
+                for k, (prod, steps) in EV.acceptance(fam, s, len(p)).items():
+                    tot[k][0] += prod
+                    tot[k][1] += steps
+            out["accept"][dom] = {k: round(v[0] / v[1], 3) if v[1] else None for k, v in tot.items()}
+            print(dom, out["accept"][dom], flush=True)
+    with open(a.out, "w") as f:
+        json.dump(out, f, indent=1)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("prompts")
+    p.add_argument("--out", required=True)
+    p.add_argument("--text", default=os.path.join(ROOT, "../shared/testdata/text"))
+    e = sub.add_parser("engine")
+    e.add_argument("--prompts", required=True)
+    e.add_argument("--torch", help="torch.json to print beside the engine's numbers")
+    e.add_argument("--out")
+    e.add_argument("--only", help="comma-separated drafters")
+    e.add_argument("--threads", type=int, default=2)
+    t = sub.add_parser("torch")
+    t.add_argument("--prompts", required=True)
+    t.add_argument("--out", required=True)
+    for x in (p, e, t):
+        x.add_argument("--binary", default=os.path.join(ROOT, "build/bin/1bit"))
+        x.add_argument("--model", default=os.path.join(ROOT, "models/onebit-20m-q8_0.gguf"))
+    a = ap.parse_args()
+    {"prompts": cmd_prompts, "engine": cmd_engine, "torch": cmd_torch}[a.cmd](a)
+
+
+if __name__ == "__main__":
+    main()
