@@ -42,8 +42,8 @@ Result<std::unique_ptr<Model>> Model::load(const GgufFile& file, Backend& backen
 
 // Binds tensor `name` expected as [n_rows, n_cols] (GGUF ne = {n_cols, n_rows}); 1-D tensors
 // (norms, biases) must be F32. `optional` tensors that are absent give an invalid Tensor.
-static Result<Tensor> bind_tensor(const GgufFile& f, Backend& backend, const std::string& name,
-                                  int64_t n_rows, int64_t n_cols, bool optional = false) {
+Result<Tensor> bind_tensor(const GgufFile& f, Backend& backend, const std::string& name, int64_t n_rows,
+                           int64_t n_cols, bool optional) {
   const GgufTensorInfo* t = f.find_tensor(name);
   if (!t) {
     if (optional) return Tensor{};

@@ -5,6 +5,12 @@
 
 namespace onebit {
 
+// Binds tensor `name` of `f` expected as [n_rows, n_cols] (GGUF ne = {n_cols, n_rows}) on `backend`;
+// 1-D tensors must be F32. Absent `optional` tensors give an invalid Tensor. Errors start with
+// "tensors: " and name the tensor, shape or type (also used by the drafters' loaders).
+Result<Tensor> bind_tensor(const GgufFile& f, Backend& backend, const std::string& name, int64_t n_rows,
+                           int64_t n_cols, bool optional = false);
+
 // Inputs and activations of one step, sized by Model::reserve for the largest step (views of the
 // first rows are used). A device backend can capture a step over these fixed buffers as a graph.
 struct Model::Scratch {
