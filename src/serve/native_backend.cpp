@@ -13,6 +13,7 @@
 #include "backend/backend.h"
 #include "backend/cpu/cpu_backend.h"
 #include "engine/engine.h"
+#include "engine/head_drafters.h"
 #include "engine/model_drafters.h"
 #include "gguf/gguf_reader.h"
 #include "model/model.h"
@@ -154,6 +155,19 @@ Result<std::shared_ptr<Drafter>> NativeEngine::make_drafter() {
     auto draft = Model::load(*drafter_file_, *backend_);
     if (!draft.ok()) return make_error(option + " '" + options_.drafter_path + "': " + draft.message());
     d = make_draft_model_drafter(*file_, *model_, *drafter_file_, std::move(*draft), options_.draft_p_min);
+  } else if (kind == "mtp") {
+    if (options_.drafter_path == options_.model_path) {  // --mtp without a head file
+      const std::string key = model_->config().arch_name + ".nextn_predict_layers";
+      if (file_->find(key)) {
+        return make_error("--mtp: " + options_.model_path + " carries MTP layers (" + key +
+                          "), which the native engine does not read yet; give a head file: --mtp HEAD.gguf");
+      }
+      return make_error("--mtp: " + options_.model_path + " has no MTP head (no " + key +
+                        "); give the head file: --mtp HEAD.gguf");
+    }
+    d = make_mtp_drafter(*drafter_file_, *model_, options_.draft_p_min);
+  } else if (kind == "dflash") {
+    d = make_dflash_drafter(*drafter_file_, *model_, options_.draft_p_min);
   }
   if (!d.ok()) return make_error(option + " '" + options_.drafter_path + "': " + d.message());
   return d;

@@ -102,6 +102,8 @@ TEST(DrafterE2e, EveryDrafterKeepsTheGreedyReplies) {
       {"draft", {"--draft", testing::source_path("models/onebit-20m-draft-q8_0.gguf")}},
       {"self", {"--draft", onebit_model()}},
       {"ngram", {"--ngram"}},
+      {"mtp", {"--mtp", testing::source_path("models/onebit-20m-mtp-q8_0.gguf")}},
+      {"dflash", {"--dflash", testing::source_path("models/onebit-20m-dflash-q8_0.gguf")}},
   };
   for (const DrafterCase& c : cases) {
     SCOPED_TRACE(c.name);

@@ -117,13 +117,20 @@ def cmd_engine(a):
 def cmd_torch(a):
     sys.path.insert(0, os.path.join(ROOT, "tools/train"))
     sys.path.insert(0, os.path.join(ROOT, "tools/model"))
+    from types import SimpleNamespace
     import torch
     import evaluate as EV
-    import drafter_torch as DT  # the drafters from their GGUFs (tools/model/drafter_torch.py)
+    from dflash_distill import target_from_gguf
+    from make_drafter_goldens import dflash_from_gguf, mtp_from_gguf
     with open(a.prompts) as f:
         prompts = json.load(f)
     dev = "cuda" if torch.cuda.is_available() else "cpu"
-    fam = DT.family(os.path.join(ROOT, "models"), dev)
+    models = os.path.join(ROOT, "models")
+    target = target_from_gguf(a.model).to(dev)
+    df = dflash_from_gguf(os.path.join(models, "onebit-20m-dflash-q8_0.gguf"), target.c).to(dev)
+    fam = SimpleNamespace(target=target, dflash=df, fc=df.d,
+                          mtp=mtp_from_gguf(os.path.join(models, "onebit-20m-mtp-q8_0.gguf"), target.c).to(dev),
+                          draft=target_from_gguf(os.path.join(models, "onebit-20m-draft-q8_0.gguf")).to(dev))
     stop = {EOT, 8189}  # <|endoftext|>, <|im_end|>
     out = {"accept": {}, "settings": {"prompt_tokens": PROMPT_TOKENS, "gen_tokens": GEN_TOKENS,
                                       "mtp_draft": EV.MTP_DRAFT, "draft_model_draft": EV.DRAFT_MODEL_DRAFT}}
