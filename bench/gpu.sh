@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The CUDA backend on a GPU machine: configures a fresh Release build with -DONEBIT_CUDA=ON, builds
+# the backend and model test binaries and 1bit on every core, runs the backend op harness (CPU
+# and CUDA against the reference) and the CUDA model tests, and prints a summary. Logs go to $OUT
+# when it is set (else to the build dir).
+#   bench/gpu.sh [BUILD_DIR]      (default build-gpu)
+# Where pkg-config finds no cpp-httplib, a carried prefix in $ONEBIT_DEPS (default .cudahelper/deps,
+# with lib/pkgconfig/cpp-httplib.pc) is used; stories260K comes from $ONEBIT_STORIES260K when set
+# (default .cudahelper/testdata/stories260K.gguf when present).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${1:-build-gpu}
+LOGS=${OUT:-$BUILD}
+mkdir -p "$LOGS"
+JOBS=$(nproc)
+DEPS=${ONEBIT_DEPS:-$PWD/.cudahelper/deps}
+if ! pkg-config --exists cpp-httplib && [ -d "$DEPS/lib/pkgconfig" ]; then
+  export PKG_CONFIG_PATH="$DEPS/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+fi
+if [ -z "${ONEBIT_STORIES260K:-}" ] && [ -f .cudahelper/testdata/stories260K.gguf ]; then
+  export ONEBIT_STORIES260K=$PWD/.cudahelper/testdata/stories260K.gguf
+fi
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | tee "$LOGS/gpu.txt"
+
+t0=$(date +%s)
+rm -rf "$BUILD"
+cmake -S . -B "$BUILD" -G Ninja -DONEBIT_CUDA=ON -DCMAKE_BUILD_TYPE=Release >"$LOGS/configure.log" 2>&1 \
+  || { tail -40 "$LOGS/configure.log"; echo "SUMMARY: configure FAILED"; exit 1; }
+cmake --build "$BUILD" -j"$JOBS" --target backend_tests model_tests >"$LOGS/build.log" 2>&1
+build_rc=$?
+if [ $build_rc -ne 0 ]; then
+  grep -E "error|Error" "$LOGS/build.log" | head -60
+  echo "SUMMARY: build of the test binaries FAILED"
+  exit 1
+fi
+t1=$(date +%s)
+
+"$BUILD/backend_tests" --gtest_filter='Backends/BackendOpsTest.*' >"$LOGS/backend_ops.log" 2>&1
+ops_rc=$?
+"$BUILD/model_tests" --gtest_filter='CudaModel.*' >"$LOGS/cuda_model.log" 2>&1
+model_rc=$?
+t2=$(date +%s)
+cmake --build "$BUILD" -j"$JOBS" --target onebit_cli >>"$LOGS/build.log" 2>&1 && cli=built || cli="FAILED (see build.log)"
+
+echo "=== worst error per op (backend op: max_abs / nmse) ==="
+grep '^\[op-error\]' "$LOGS/backend_ops.log" | awk '{
+  key=$2" "$3; split($0, a, "max_abs="); split(a[2], b, " "); ma=b[1]; split($0, c, "nmse="); split(c[2], d, " "); nm=d[1];
+  if (!(key in worst) || ma+0 > worst[key]+0) worst[key]=ma; if (!(key in wn) || nm+0 > wn[key]+0) wn[key]=nm
+} END { for (k in worst) printf "  %-28s max_abs=%-10s nmse=%s\n", k, worst[k], wn[k] }' | sort
+echo "=== failures ==="
+grep -E '^\[  FAILED  \]|Failure|CHECK failed' "$LOGS/backend_ops.log" "$LOGS/cuda_model.log" | head -40
+echo "=== model ==="
+grep -E '^\[cuda-model\]|SKIPPED|skip' "$LOGS/cuda_model.log" | head -20
+echo "=== summary ==="
+echo "build of the tests: $((t1 - t0)) s; tests: $((t2 - t1)) s; 1bit: $cli"
+echo "backend_ops: $(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$LOGS/backend_ops.log" | tr '\n' ' ') rc=$ops_rc"
+echo "cuda_model:  $(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$LOGS/cuda_model.log" | tr '\n' ' ') rc=$model_rc"
+[ $ops_rc -eq 0 ] && [ $model_rc -eq 0 ]

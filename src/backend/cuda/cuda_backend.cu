@@ -1,0 +1,896 @@
+// The CUDA backend: device buffers, one non-blocking stream, and our own kernels for every op.
+// Weights stay in their GGUF block layout on the device and are dequantized on the fly:
+// deq<T>(row, e) decodes element e of a row exactly as gguf/quants.cpp does (the same float
+// operations, each rounded alone: __fmul_rn / __fadd_rn, so no fused multiply-add changes a bit).
+// Matrix-vector (n == 1): 8 warps per block, each warp a weight row at a time (lane l takes
+// element 32c + l of every 32-element chunk c), the activation row in shared memory. n > 1: 64 x
+// 64 output tiles, 32-wide k steps dequantized into shared memory, 4 x 4 outputs per thread.
+// Attention: one block of 4 warps per (query row, head), each warp an online softmax over every
+// 4th key, merged at the end. RoPE angles in double in the kernel, as RopeAngles computes them.
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <numbers>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/cuda_backend.h"
+#include "base/check.h"
+
+namespace onebit {
+namespace {
+
+#define CUDA_OK(expr)                                                                          \
+  do {                                                                                         \
+    const cudaError_t cuda_err_ = (expr);                                                           \
+    if (cuda_err_ != cudaSuccess) {                                                            \
+      std::string m_ = std::string(#expr) + ": " + cudaGetErrorString(cuda_err_);              \
+      ONEBIT_CHECK_MSG(cuda_err_ == cudaSuccess, m_.c_str());                                  \
+    }                                                                                          \
+  } while (0)
+#define CUDA_LAUNCHED() CUDA_OK(cudaGetLastError())
+
+// Error bits the kernels set in the device flag (reported at synchronize).
+constexpr int kErrIds = 1, kErrSlots = 2, kErrBlockTable = 4, kErrSeq = 8;
+
+constexpr int kF32 = int(GgmlType::kF32), kF16 = int(GgmlType::kF16), kBF16 = int(GgmlType::kBF16),
+              kQ4_0 = int(GgmlType::kQ4_0), kQ4_1 = int(GgmlType::kQ4_1), kQ5_0 = int(GgmlType::kQ5_0),
+              kQ5_1 = int(GgmlType::kQ5_1), kQ8_0 = int(GgmlType::kQ8_0), kQ4_K = int(GgmlType::kQ4_K),
+              kQ5_K = int(GgmlType::kQ5_K), kQ6_K = int(GgmlType::kQ6_K);
+
+bool cuda_supports(GgmlType t) {
+  switch (t) {
+    case GgmlType::kF32: case GgmlType::kF16: case GgmlType::kBF16: case GgmlType::kQ4_0:
+    case GgmlType::kQ4_1: case GgmlType::kQ5_0: case GgmlType::kQ5_1: case GgmlType::kQ8_0:
+    case GgmlType::kQ4_K: case GgmlType::kQ5_K: case GgmlType::kQ6_K:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Runs BODY with a constexpr int T naming the weight type.
+#define ONEBIT_CUDA_TYPE_CASE(ty, ...) \
+  case ty: {                           \
+    constexpr int T = ty;              \
+    __VA_ARGS__;                       \
+  } break;
+#define ONEBIT_CUDA_TYPE_SWITCH(type, ...)                                          \
+  switch (int(type)) {                                                              \
+    ONEBIT_CUDA_TYPE_CASE(kF32, __VA_ARGS__)                                        \
+    ONEBIT_CUDA_TYPE_CASE(kF16, __VA_ARGS__)                                        \
+    ONEBIT_CUDA_TYPE_CASE(kBF16, __VA_ARGS__)                                       \
+    ONEBIT_CUDA_TYPE_CASE(kQ4_0, __VA_ARGS__)                                       \
+    ONEBIT_CUDA_TYPE_CASE(kQ4_1, __VA_ARGS__)                                       \
+    ONEBIT_CUDA_TYPE_CASE(kQ5_0, __VA_ARGS__)                                       \
+    ONEBIT_CUDA_TYPE_CASE(kQ5_1, __VA_ARGS__)                                       \
+    ONEBIT_CUDA_TYPE_CASE(kQ8_0, __VA_ARGS__)                                       \
+    ONEBIT_CUDA_TYPE_CASE(kQ4_K, __VA_ARGS__)                                       \
+    ONEBIT_CUDA_TYPE_CASE(kQ5_K, __VA_ARGS__)                                       \
+    ONEBIT_CUDA_TYPE_CASE(kQ6_K, __VA_ARGS__)                                       \
+    default:                                                                        \
+      ONEBIT_CHECK_MSG(false, "cuda backend: weight type not supported");           \
+  }
+
+// ---- dequantization of one element ----
+
+__device__ __forceinline__ float h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+__device__ __forceinline__ uint16_t ld_u16(const uint8_t* p) { return *reinterpret_cast<const uint16_t*>(p); }
+
+__device__ __forceinline__ void scale_min_k4(int j, const uint8_t* q, int* sc, int* m) {
+  if (j < 4) {
+    *sc = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+    *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
+// Element e of a row of type T (all block offsets are even, so 16-bit fields are aligned).
+template <int T>
+__device__ __forceinline__ float deq(const uint8_t* __restrict__ row, int64_t e) {
+  if constexpr (T == kF32) {
+    return reinterpret_cast<const float*>(row)[e];
+  } else if constexpr (T == kF16) {
+    return h2f(reinterpret_cast<const uint16_t*>(row)[e]);
+  } else if constexpr (T == kBF16) {
+    return __uint_as_float(uint32_t(reinterpret_cast<const uint16_t*>(row)[e]) << 16);
+  } else if constexpr (T == kQ8_0) {
+    const uint8_t* b = row + 34 * (e >> 5);
+    return __fmul_rn(float(int8_t(b[2 + (e & 31)])), h2f(ld_u16(b)));
+  } else if constexpr (T == kQ4_0) {
+    const uint8_t* b = row + 18 * (e >> 5);
+    const int l = int(e & 31);
+    const int byte = b[2 + (l & 15)];
+    const int q = l < 16 ? (byte & 15) : (byte >> 4);
+    return __fmul_rn(float(q - 8), h2f(ld_u16(b)));
+  } else if constexpr (T == kQ4_1) {
+    const uint8_t* b = row + 20 * (e >> 5);
+    const int l = int(e & 31);
+    const int byte = b[4 + (l & 15)];
+    const int q = l < 16 ? (byte & 15) : (byte >> 4);
+    return __fadd_rn(__fmul_rn(float(q), h2f(ld_u16(b))), h2f(ld_u16(b + 2)));
+  } else if constexpr (T == kQ5_0) {
+    const uint8_t* b = row + 22 * (e >> 5);
+    const int l = int(e & 31);
+    const int byte = b[6 + (l & 15)];
+    const int hb = (b[2 + (l >> 3)] >> (l & 7)) & 1;
+    const int q = (l < 16 ? (byte & 15) : (byte >> 4)) | (hb << 4);
+    return __fmul_rn(float(q - 16), h2f(ld_u16(b)));
+  } else if constexpr (T == kQ5_1) {
+    const uint8_t* b = row + 24 * (e >> 5);
+    const int l = int(e & 31);
+    const int byte = b[8 + (l & 15)];
+    const int hb = (b[4 + (l >> 3)] >> (l & 7)) & 1;
+    const int q = (l < 16 ? (byte & 15) : (byte >> 4)) | (hb << 4);
+    return __fadd_rn(__fmul_rn(float(q), h2f(ld_u16(b))), h2f(ld_u16(b + 2)));
+  } else if constexpr (T == kQ4_K) {
+    const uint8_t* b = row + 144 * (e >> 8);
+    const int j = int(e >> 5) & 7, l = int(e & 31);
+    const int byte = b[16 + 32 * (j >> 1) + l];
+    const int q = (j & 1) ? (byte >> 4) : (byte & 15);
+    int sc, m;
+    scale_min_k4(j, b + 4, &sc, &m);
+    const float d1 = __fmul_rn(h2f(ld_u16(b)), float(sc)), m1 = __fmul_rn(h2f(ld_u16(b + 2)), float(m));
+    return __fsub_rn(__fmul_rn(d1, float(q)), m1);
+  } else if constexpr (T == kQ5_K) {
+    const uint8_t* b = row + 176 * (e >> 8);
+    const int j = int(e >> 5) & 7, l = int(e & 31);
+    const int byte = b[48 + 32 * (j >> 1) + l];
+    const int q = ((j & 1) ? (byte >> 4) : (byte & 15)) + (((b[16 + l] >> j) & 1) << 4);
+    int sc, m;
+    scale_min_k4(j, b + 4, &sc, &m);
+    const float d1 = __fmul_rn(h2f(ld_u16(b)), float(sc)), m1 = __fmul_rn(h2f(ld_u16(b + 2)), float(m));
+    return __fsub_rn(__fmul_rn(d1, float(q)), m1);
+  } else if constexpr (T == kQ6_K) {
+    const uint8_t* b = row + 210 * (e >> 8);
+    const int t = int(e >> 5) & 7, l = int(e & 31);
+    const int h = t >> 2, s = t & 3;
+    const int lowbyte = b[64 * h + l + 32 * (s & 1)];
+    const int low = s < 2 ? (lowbyte & 15) : (lowbyte >> 4);
+    const int hi = (b[128 + 32 * h + l] >> (2 * s)) & 3;
+    const int q = (low | (hi << 4)) - 32;
+    const int sc = int8_t(b[192 + 8 * h + l / 16 + 2 * s]);
+    return __fmul_rn(__fmul_rn(h2f(ld_u16(b + 208)), float(sc)), float(q));
+  } else {
+    static_assert(T < 0, "unsupported type");
+    return 0.f;
+  }
+}
+
+// ---- kernels ----
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+template <int T>
+__global__ void get_rows_kernel(const uint8_t* __restrict__ table, size_t t_stride, int64_t t_rows,
+                                const int32_t* __restrict__ ids, float* out, size_t o_stride, int64_t n, int64_t d,
+                                int* err) {
+  const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= n * d) return;
+  const int64_t i = idx / d, c = idx % d;
+  const int32_t id = ids[i];
+  if (id < 0 || id >= t_rows) {
+    if (c == 0) atomicOr(err, kErrIds);
+    return;
+  }
+  out[i * o_stride + c] = deq<T>(table + size_t(id) * t_stride, c);
+}
+
+constexpr int kMatvecThreads = 256, kMatvecRowsPerBlock = 32;
+
+// out[m] = sum_k w[m, k] x[k]. x is staged in shared memory when `smem` (k floats).
+template <int T>
+__global__ void __launch_bounds__(kMatvecThreads) matvec_kernel(const uint8_t* __restrict__ w, size_t w_stride,
+                                                                const float* __restrict__ x, float* __restrict__ out,
+                                                                int64_t m, int64_t k, bool smem) {
+  extern __shared__ float xs[];
+  const float* xv = x;
+  if (smem) {
+    for (int64_t i = threadIdx.x; i < k; i += blockDim.x) xs[i] = x[i];
+    __syncthreads();
+    xv = xs;
+  }
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t n_chunks = (k + 31) / 32;
+  const int64_t row_end = min(m, int64_t(blockIdx.x + 1) * kMatvecRowsPerBlock);
+  for (int64_t r = int64_t(blockIdx.x) * kMatvecRowsPerBlock + warp; r < row_end; r += kMatvecThreads / 32) {
+    const uint8_t* wr = w + size_t(r) * w_stride;
+    float acc0 = 0.f, acc1 = 0.f, acc2 = 0.f, acc3 = 0.f;
+    int64_t c = 0;
+    if (k % 32 == 0) {
+      for (; c + 4 <= n_chunks; c += 4) {
+        const int64_t e = c * 32 + lane;
+        const float w0 = deq<T>(wr, e), w1 = deq<T>(wr, e + 32), w2 = deq<T>(wr, e + 64), w3 = deq<T>(wr, e + 96);
+        acc0 += w0 * xv[e];
+        acc1 += w1 * xv[e + 32];
+        acc2 += w2 * xv[e + 64];
+        acc3 += w3 * xv[e + 96];
+      }
+    }
+    for (; c < n_chunks; ++c) {
+      const int64_t e = c * 32 + lane;
+      if (e < k) acc0 += deq<T>(wr, e) * xv[e];
+    }
+    const float s = warp_sum((acc0 + acc1) + (acc2 + acc3));
+    if (lane == 0) out[r] = s;
+  }
+}
+
+constexpr int kTileM = 64, kTileN = 64, kTileK = 32;
+
+// out[n, m] = x[n, :] . w[m, :] for a 64 x 64 tile per block (256 threads, 4 x 4 outputs each).
+template <int T>
+__global__ void __launch_bounds__(256) matmul_tiled_kernel(const uint8_t* __restrict__ w, size_t w_stride,
+                                                           const float* __restrict__ x, size_t x_stride,
+                                                           float* __restrict__ out, size_t o_stride, int64_t m,
+                                                           int64_t n, int64_t k) {
+  __shared__ float ws[kTileK][kTileM + 1];
+  __shared__ float xs[kTileK][kTileN + 1];
+  const int tid = threadIdx.x, lane = tid % 32, wid = tid / 32;
+  const int tx = tid % 16, ty = tid / 16;
+  const int64_t m0 = int64_t(blockIdx.x) * kTileM, n0 = int64_t(blockIdx.y) * kTileN;
+  float acc[4][4] = {};
+  for (int64_t k0 = 0; k0 < k; k0 += kTileK) {
+    const int64_t e = k0 + lane;
+#pragma unroll
+    for (int s = 0; s < 8; ++s) {
+      const int r = wid + 8 * s;
+      ws[lane][r] = (m0 + r < m && e < k) ? deq<T>(w + size_t(m0 + r) * w_stride, e) : 0.f;
+      xs[lane][r] = (n0 + r < n && e < k) ? x[size_t(n0 + r) * x_stride + e] : 0.f;
+    }
+    __syncthreads();
+#pragma unroll 8
+    for (int kk = 0; kk < kTileK; ++kk) {
+      float a[4], b[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) a[i] = ws[kk][tx + 16 * i];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) b[j] = xs[kk][ty + 16 * j];
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[i][j] += a[i] * b[j];
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int64_t mm = m0 + tx + 16 * i, nn = n0 + ty + 16 * j;
+      if (mm < m && nn < n) out[size_t(nn) * o_stride + mm] = acc[i][j];
+    }
+}
+
+constexpr int kRowThreads = 256;
+
+__device__ double block_sum_double(double v, double* sh) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  __syncthreads();
+  if (lane == 0) sh[warp] = v;
+  __syncthreads();
+  double t = 0.0;
+  for (int i = 0; i < int(blockDim.x / 32); ++i) t += sh[i];
+  return t;
+}
+
+__device__ float block_max_float(float v, float* sh) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  __syncthreads();
+  if (lane == 0) sh[warp] = v;
+  __syncthreads();
+  float t = -INFINITY;
+  for (int i = 0; i < int(blockDim.x / 32); ++i) t = fmaxf(t, sh[i]);
+  return t;
+}
+
+__global__ void rms_norm_kernel(const float* x, size_t x_stride, const float* __restrict__ w, float eps, float* out,
+                                size_t o_stride, int64_t d) {
+  __shared__ double sh[32];
+  const float* xr = x + size_t(blockIdx.x) * x_stride;
+  float* o = out + size_t(blockIdx.x) * o_stride;
+  double s = 0.0;
+  for (int64_t c = threadIdx.x; c < d; c += blockDim.x) s += double(xr[c]) * xr[c];
+  s = block_sum_double(s, sh);
+  const double inv = 1.0 / sqrt(s / double(d) + double(eps));
+  for (int64_t c = threadIdx.x; c < d; c += blockDim.x) o[c] = __fmul_rn(float(double(xr[c]) * inv), w[c]);
+}
+
+__global__ void softmax_kernel(const float* x, size_t x_stride, float* out, size_t o_stride, int64_t d) {
+  __shared__ double sh[32];
+  __shared__ float shf[32];
+  const float* xr = x + size_t(blockIdx.x) * x_stride;
+  float* o = out + size_t(blockIdx.x) * o_stride;
+  float mx = -INFINITY;
+  for (int64_t c = threadIdx.x; c < d; c += blockDim.x) mx = fmaxf(mx, xr[c]);
+  mx = block_max_float(mx, shf);
+  double s = 0.0;
+  for (int64_t c = threadIdx.x; c < d; c += blockDim.x) s += exp(double(xr[c]) - double(mx));
+  s = block_sum_double(s, sh);
+  __syncthreads();  // every read of x done before any write (out may alias x)
+  for (int64_t c = threadIdx.x; c < d; c += blockDim.x) o[c] = float(exp(double(xr[c]) - double(mx)) / s);
+}
+
+__global__ void add_kernel(const float* a, size_t a_stride, const float* b, size_t b_stride, bool bcast, float* out,
+                           size_t o_stride, int64_t n, int64_t d) {
+  const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= n * d) return;
+  const int64_t r = idx / d, c = idx % d;
+  out[r * o_stride + c] = a[r * a_stride + c] + b[(bcast ? 0 : r) * b_stride + c];
+}
+
+__global__ void swiglu_kernel(const float* g, size_t g_stride, const float* u, size_t u_stride, float* out,
+                              size_t o_stride, int64_t n, int64_t d) {
+  const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= n * d) return;
+  const int64_t r = idx / d, c = idx % d;
+  const float gv = g[r * g_stride + c];
+  const double silu = gv / (1.0 + exp(-double(gv)));
+  out[r * o_stride + c] = float(silu * u[r * u_stride + c]);
+}
+
+__global__ void store_kv_kernel(const float* __restrict__ src, size_t s_stride, const int32_t* __restrict__ slots,
+                                uint8_t* dst, size_t d_stride, int64_t d_rows, bool f16, int64_t n, int64_t d,
+                                int* err) {
+  const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= n * d) return;
+  const int64_t i = idx / d, c = idx % d;
+  const int32_t slot = slots[i];
+  if (slot < 0 || slot >= d_rows) {
+    if (c == 0) atomicOr(err, kErrSlots);
+    return;
+  }
+  const float v = src[i * s_stride + c];
+  uint8_t* row = dst + size_t(slot) * d_stride;
+  if (f16) {
+    reinterpret_cast<__half*>(row)[c] = __float2half_rn(v);
+  } else {
+    reinterpret_cast<float*>(row)[c] = v;
+  }
+}
+
+struct RopeArgs {
+  int32_t n_heads, head_dim, n_rot;
+  bool neox;
+  double freq_base, freq_scale, ext_factor, corr_low, corr_high, mscale;
+  const float* freq_factors;  // nullptr when absent
+};
+
+__global__ void rope_kernel(float* x, size_t x_stride, const int32_t* __restrict__ positions, int64_t n, RopeArgs a) {
+  const int half = a.n_rot / 2;
+  const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= n * a.n_heads * half) return;
+  const int i = int(idx % half);
+  const int64_t rh = idx / half;
+  const int h = int(rh % a.n_heads);
+  const int64_t r = rh / a.n_heads;
+  const int32_t pos = positions[r];
+  double theta_extrap = pos * pow(a.freq_base, -2.0 * i / a.n_rot);
+  if (a.freq_factors != nullptr) theta_extrap /= a.freq_factors[i];
+  double theta = a.freq_scale * theta_extrap;
+  if (a.ext_factor != 0.0) {
+    const double y = (i - a.corr_low) / fmax(0.001, a.corr_high - a.corr_low);
+    const double ramp = (1.0 - fmin(1.0, fmax(0.0, y))) * a.ext_factor;
+    theta = theta * (1.0 - ramp) + theta_extrap * ramp;
+  }
+  double s, c;
+  sincos(theta, &s, &c);
+  c *= a.mscale;
+  s *= a.mscale;
+  float* head = x + r * x_stride + int64_t(h) * a.head_dim;
+  const int ia = a.neox ? i : 2 * i, ib = a.neox ? i + half : 2 * i + 1;
+  const double x0 = head[ia], x1 = head[ib];
+  head[ia] = float(x0 * c - x1 * s);
+  head[ib] = float(x0 * s + x1 * c);
+}
+
+constexpr int kAttnWarps = 4, kAttnMaxDim = 256, kAttnPerLane = kAttnMaxDim / 32;
+
+template <bool F16>
+__device__ __forceinline__ float kv_at(const uint8_t* base, size_t stride, int64_t row, int64_t col) {
+  if constexpr (F16) return __half2float(reinterpret_cast<const __half*>(base + size_t(row) * stride)[col]);
+  return reinterpret_cast<const float*>(base + size_t(row) * stride)[col];
+}
+
+struct AttnArgs {
+  const float* q;
+  size_t q_stride;  // floats
+  const uint8_t* k;
+  const uint8_t* v;
+  size_t kv_stride;  // bytes
+  float* out;
+  size_t o_stride;  // floats
+  int32_t n_heads, group, head_dim;
+  float scale;
+  // paged: positions, seq ids, block tables; else first_pos
+  const int32_t* positions;
+  const int32_t* seq_ids;
+  const int32_t* tables;
+  size_t table_stride;  // ints
+  int64_t n_seqs, max_blocks, n_pool_rows;
+  int32_t block_size;
+  int32_t first_pos;
+  int* err;
+};
+
+// One block (kAttnWarps warps) per (head, query row): online softmax over the row's keys, warp w
+// taking keys w, w + kAttnWarps, ...; the warps' partial results merged through shared memory.
+template <bool PAGED, bool F16>
+__global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(AttnArgs a) {
+  __shared__ float sh_m[kAttnWarps], sh_l[kAttnWarps];
+  __shared__ float sh_acc[kAttnWarps][kAttnMaxDim];
+  const int h = blockIdx.x;
+  const int64_t i = blockIdx.y;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  int64_t n_keys;
+  int32_t seq = 0;
+  if constexpr (PAGED) {
+    seq = a.seq_ids[i];
+    const int32_t pos = a.positions[i];
+    if (seq < 0 || seq >= a.n_seqs || pos < 0 || pos / a.block_size >= a.max_blocks) {
+      if (threadIdx.x == 0 && h == 0) atomicOr(a.err, kErrSeq);
+      return;
+    }
+    n_keys = int64_t(pos) + 1;
+  } else {
+    n_keys = int64_t(a.first_pos) + i + 1;
+  }
+  const int hd = a.head_dim;
+  const int64_t kv_off = int64_t(h / a.group) * hd;
+  const float* qh = a.q + size_t(i) * a.q_stride + int64_t(h) * hd;
+  float qv[kAttnPerLane], acc[kAttnPerLane];
+#pragma unroll
+  for (int t = 0; t < kAttnPerLane; ++t) {
+    const int d = lane + 32 * t;
+    qv[t] = d < hd ? qh[d] : 0.f;
+    acc[t] = 0.f;
+  }
+  float m = -INFINITY, l = 0.f;
+  for (int64_t j = warp; j < n_keys; j += kAttnWarps) {
+    int64_t row = j;
+    if constexpr (PAGED) {
+      const int32_t block = a.tables[size_t(seq) * a.table_stride + j / a.block_size];
+      if (block < 0 || (int64_t(block) + 1) * a.block_size > a.n_pool_rows) {
+        if (lane == 0) atomicOr(a.err, kErrBlockTable);
+        continue;
+      }
+      row = int64_t(block) * a.block_size + j % a.block_size;
+    }
+    float dot = 0.f;
+#pragma unroll
+    for (int t = 0; t < kAttnPerLane; ++t) {
+      const int d = lane + 32 * t;
+      if (d < hd) dot += qv[t] * kv_at<F16>(a.k, a.kv_stride, row, kv_off + d);
+    }
+    const float s = warp_sum(dot) * a.scale;
+    const float m_new = fmaxf(m, s);
+    const float corr = expf(m - m_new), p = expf(s - m_new);
+    l = l * corr + p;
+#pragma unroll
+    for (int t = 0; t < kAttnPerLane; ++t) {
+      const int d = lane + 32 * t;
+      if (d < hd) acc[t] = acc[t] * corr + p * kv_at<F16>(a.v, a.kv_stride, row, kv_off + d);
+    }
+    m = m_new;
+  }
+  if (lane == 0) {
+    sh_m[warp] = m;
+    sh_l[warp] = l;
+  }
+#pragma unroll
+  for (int t = 0; t < kAttnPerLane; ++t) {
+    const int d = lane + 32 * t;
+    if (d < hd) sh_acc[warp][d] = acc[t];
+  }
+  __syncthreads();
+  float M = -INFINITY;
+  for (int w = 0; w < kAttnWarps; ++w) M = fmaxf(M, sh_m[w]);
+  float L = 0.f, f[kAttnWarps];
+  for (int w = 0; w < kAttnWarps; ++w) {
+    f[w] = sh_m[w] == -INFINITY ? 0.f : expf(sh_m[w] - M);
+    L += sh_l[w] * f[w];
+  }
+  float* oh = a.out + size_t(i) * a.o_stride + int64_t(h) * hd;
+  for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+    float s = 0.f;
+    for (int w = 0; w < kAttnWarps; ++w) s += sh_acc[w][d] * f[w];
+    oh[d] = s / L;
+  }
+}
+
+__global__ void probe_kernel(int* p) {
+  if (threadIdx.x == 0) *p = 0;
+}
+
+// ---- the backend ----
+
+class CudaBuffer final : public BackendBuffer {
+ public:
+  CudaBuffer(uint8_t* p, size_t bytes) : ptr(p), bytes(bytes) {}
+  ~CudaBuffer() override { cudaFree(ptr); }
+  uint8_t* ptr;
+  size_t bytes;
+};
+
+inline uint8_t* dptr(const Tensor& t, int64_t row = 0) {
+  return static_cast<CudaBuffer*>(t.buffer)->ptr + t.offset_bytes + size_t(row) * t.row_stride_bytes;
+}
+inline float* fptr(const Tensor& t) {
+  ONEBIT_CHECK(t.type == GgmlType::kF32);
+  return reinterpret_cast<float*>(dptr(t));
+}
+inline const int32_t* iptr(const Tensor& t) {
+  ONEBIT_CHECK(t.type == GgmlType::kI32);
+  return reinterpret_cast<const int32_t*>(dptr(t));
+}
+inline size_t fstride(const Tensor& t) { return t.row_stride_bytes / sizeof(float); }
+inline void same_shape(const Tensor& a, const Tensor& b) { ONEBIT_CHECK(a.n_rows == b.n_rows && a.n_cols == b.n_cols); }
+inline unsigned blocks_for(int64_t n, int threads) { return unsigned((n + threads - 1) / threads); }
+
+double yarn_corr_dim(int n_rot, int original_context, double n_turns, double base) {
+  return n_rot * std::log(original_context / (n_turns * 2.0 * std::numbers::pi)) / (2.0 * std::log(base));
+}
+
+constexpr size_t kMatvecSmemLimit = 160 * 1024;
+
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend(int device, cudaStream_t stream, int* err, int* host_err)
+      : device_(device), stream_(stream), err_(err), host_err_(host_err), name_("cuda:" + std::to_string(device)) {}
+  ~CudaBackend() override {
+    cudaStreamSynchronize(stream_);
+    buffers_.clear();
+    if (scratch_ != nullptr) cudaFree(scratch_);
+    cudaFree(err_);
+    cudaFreeHost(host_err_);
+    cudaStreamDestroy(stream_);
+  }
+  std::string_view name() const override { return name_; }
+
+  Result<Tensor> weight_from_host(GgmlType type, int64_t n_rows, int64_t n_cols,
+                                  std::span<const uint8_t> bytes) override {
+    if (!cuda_supports(type)) {
+      return make_error("cuda backend: weight type " + ggml_type_name(uint32_t(type)) +
+                        " is not supported; use f32, f16, bf16, q4_0..q8_0 or q4_K..q6_K");
+    }
+    Tensor t{nullptr, 0, type, n_rows, n_cols, 0};
+    t.row_stride_bytes = t.row_bytes();
+    if (bytes.size() != t.row_stride_bytes * size_t(n_rows)) {
+      return make_error("cuda backend: weight of " + std::to_string(n_rows) + " x " + std::to_string(n_cols) +
+                        " needs " + std::to_string(t.row_stride_bytes * n_rows) + " bytes, got " +
+                        std::to_string(bytes.size()));
+    }
+    auto buf = new_buffer(bytes.size());
+    if (!buf.ok()) return buf.error();
+    CUDA_OK(cudaMemcpyAsync((*buf)->ptr, bytes.data(), bytes.size(), cudaMemcpyHostToDevice, stream_));
+    CUDA_OK(cudaStreamSynchronize(stream_));  // the bytes need not outlive this call on a device backend
+    t.buffer = *buf;
+    return t;
+  }
+
+  Result<Tensor> alloc(GgmlType type, int64_t n_rows, int64_t n_cols) override {
+    ONEBIT_CHECK(type == GgmlType::kF32 || type == GgmlType::kF16 || type == GgmlType::kI32);
+    ONEBIT_CHECK(n_rows >= 0 && n_cols >= 0);
+    const size_t elem = type == GgmlType::kF16 ? 2 : 4;
+    const size_t n_bytes = size_t(n_rows) * size_t(n_cols) * elem;
+    auto buf = new_buffer(n_bytes);
+    if (!buf.ok()) return buf.error();
+    CUDA_OK(cudaMemsetAsync((*buf)->ptr, 0, std::max<size_t>(n_bytes, 1), stream_));
+    return Tensor{*buf, 0, type, n_rows, n_cols, size_t(n_cols) * elem};
+  }
+
+  void free(const Tensor& t) override {
+    const auto it = std::find_if(buffers_.begin(), buffers_.end(), [&](const auto& b) { return b.get() == t.buffer; });
+    ONEBIT_CHECK_MSG(it != buffers_.end(), "free of a tensor this backend does not own");
+    CUDA_OK(cudaStreamSynchronize(stream_));
+    buffers_.erase(it);
+  }
+
+  void write(const Tensor& dst, const void* src) override {
+    const size_t rb = dst.row_bytes();
+    if (dst.n_rows == 0 || rb == 0) return;
+    CUDA_OK(cudaMemcpy2DAsync(dptr(dst), pitch(dst), src, rb, rb, size_t(dst.n_rows), cudaMemcpyHostToDevice, stream_));
+  }
+
+  void read(const Tensor& src, void* dst) override {
+    const size_t rb = src.row_bytes();
+    if (src.n_rows == 0 || rb == 0) return;
+    CUDA_OK(cudaMemcpy2DAsync(dst, rb, dptr(src), pitch(src), rb, size_t(src.n_rows), cudaMemcpyDeviceToHost, stream_));
+  }
+
+  void synchronize() override {
+    CUDA_OK(cudaMemcpyAsync(host_err_, err_, sizeof(int), cudaMemcpyDeviceToHost, stream_));
+    CUDA_OK(cudaStreamSynchronize(stream_));
+    if (*host_err_ != 0) {
+      const int e = *host_err_;
+      std::string msg = "cuda backend: an op got out-of-range input:";
+      if (e & kErrIds) msg += " get_rows id outside the table;";
+      if (e & kErrSlots) msg += " store_kv slot outside the pool;";
+      if (e & kErrBlockTable) msg += " paged_attention block outside the pool;";
+      if (e & kErrSeq) msg += " paged_attention sequence id or position outside the block tables;";
+      ONEBIT_CHECK_MSG(e == 0, msg.c_str());
+    }
+  }
+
+  void get_rows(const Tensor& table, const Tensor& ids, const Tensor& out) override {
+    ONEBIT_CHECK(ids.n_rows == 1 && ids.n_cols == out.n_rows && table.n_cols == out.n_cols);
+    const int64_t n = out.n_rows, d = out.n_cols;
+    if (n == 0 || d == 0) return;
+    float* o = fptr(out);
+    const int32_t* id = iptr(ids);
+    const unsigned grid = blocks_for(n * d, 256);
+    ONEBIT_CUDA_TYPE_SWITCH(table.type, get_rows_kernel<T><<<grid, 256, 0, stream_>>>(
+        dptr(table), table.row_stride_bytes, table.n_rows, id, o, fstride(out), n, d, err_));
+    CUDA_LAUNCHED();
+  }
+
+  void rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out) override {
+    same_shape(x, out);
+    ONEBIT_CHECK(weight.n_rows == 1 && weight.n_cols == x.n_cols);
+    if (x.n_rows == 0) return;
+    const int threads = x.n_cols <= 128 ? 64 : kRowThreads;
+    rms_norm_kernel<<<unsigned(x.n_rows), threads, 0, stream_>>>(fptr(x), fstride(x), fptr(weight), eps, fptr(out),
+                                                                 fstride(out), x.n_cols);
+    CUDA_LAUNCHED();
+  }
+
+  void matmul(const Tensor& w, const Tensor& x, const Tensor& out) override {
+    ONEBIT_CHECK(w.n_cols == x.n_cols && out.n_rows == x.n_rows && out.n_cols == w.n_rows);
+    const int64_t m = w.n_rows, n = x.n_rows, k = w.n_cols;
+    if (m == 0 || n == 0) return;
+    const float* xp = fptr(x);
+    float* op = fptr(out);
+    if (n == 1) {
+      const bool smem = size_t(k) * sizeof(float) <= kMatvecSmemLimit;
+      const size_t shm = smem ? size_t(k) * sizeof(float) : 0;
+      const unsigned grid = blocks_for(m, kMatvecRowsPerBlock);
+      ONEBIT_CUDA_TYPE_SWITCH(w.type, {
+        if (shm > 48 * 1024) ensure_smem_attr(int(w.type), reinterpret_cast<const void*>(&matvec_kernel<T>));
+        matvec_kernel<T><<<grid, kMatvecThreads, shm, stream_>>>(dptr(w), w.row_stride_bytes, xp, op, m, k, smem);
+      });
+      CUDA_LAUNCHED();
+      return;
+    }
+    const dim3 grid(blocks_for(m, kTileM), blocks_for(n, kTileN));
+    ONEBIT_CUDA_TYPE_SWITCH(w.type, matmul_tiled_kernel<T><<<grid, 256, 0, stream_>>>(
+        dptr(w), w.row_stride_bytes, xp, fstride(x), op, fstride(out), m, n, k));
+    CUDA_LAUNCHED();
+  }
+
+  void add(const Tensor& a, const Tensor& b, const Tensor& out) override {
+    same_shape(a, out);
+    ONEBIT_CHECK(b.n_cols == a.n_cols && (b.n_rows == a.n_rows || b.n_rows == 1));
+    const int64_t n = a.n_rows, d = a.n_cols;
+    if (n * d == 0) return;
+    add_kernel<<<blocks_for(n * d, 256), 256, 0, stream_>>>(fptr(a), fstride(a), fptr(b), fstride(b),
+                                                            b.n_rows == 1, fptr(out), fstride(out), n, d);
+    CUDA_LAUNCHED();
+  }
+
+  void swiglu(const Tensor& gate, const Tensor& up, const Tensor& out) override {
+    same_shape(gate, up);
+    same_shape(gate, out);
+    const int64_t n = gate.n_rows, d = gate.n_cols;
+    if (n * d == 0) return;
+    swiglu_kernel<<<blocks_for(n * d, 256), 256, 0, stream_>>>(fptr(gate), fstride(gate), fptr(up), fstride(up),
+                                                               fptr(out), fstride(out), n, d);
+    CUDA_LAUNCHED();
+  }
+
+  void softmax(const Tensor& x, const Tensor& out) override {
+    same_shape(x, out);
+    if (x.n_rows == 0 || x.n_cols == 0) return;
+    softmax_kernel<<<unsigned(x.n_rows), kRowThreads, 0, stream_>>>(fptr(x), fstride(x), fptr(out), fstride(out),
+                                                                    x.n_cols);
+    CUDA_LAUNCHED();
+  }
+
+  void copy(const Tensor& src, const Tensor& dst) override {
+    same_shape(src, dst);
+    ONEBIT_CHECK(src.type == dst.type);
+    const size_t rb = src.row_bytes();
+    const size_t rows = size_t(src.n_rows);
+    if (rows == 0 || rb == 0) return;
+    // Overlapping views of one buffer go through scratch (a 2-D device copy must not overlap).
+    const size_t s0 = src.offset_bytes, s1 = s0 + (rows - 1) * src.row_stride_bytes + rb;
+    const size_t d0 = dst.offset_bytes, d1 = d0 + (rows - 1) * dst.row_stride_bytes + rb;
+    if (src.buffer == dst.buffer && s0 < d1 && d0 < s1) {
+      uint8_t* tmp = scratch(rb * rows);
+      CUDA_OK(cudaMemcpy2DAsync(tmp, rb, dptr(src), pitch(src), rb, rows, cudaMemcpyDeviceToDevice, stream_));
+      CUDA_OK(cudaMemcpy2DAsync(dptr(dst), pitch(dst), tmp, rb, rb, rows, cudaMemcpyDeviceToDevice, stream_));
+      return;
+    }
+    CUDA_OK(cudaMemcpy2DAsync(dptr(dst), pitch(dst), dptr(src), pitch(src), rb, rows, cudaMemcpyDeviceToDevice, stream_));
+  }
+
+  void store_kv(const Tensor& src, const Tensor& slots, const Tensor& dst) override {
+    ONEBIT_CHECK(src.type == GgmlType::kF32 && (dst.type == GgmlType::kF32 || dst.type == GgmlType::kF16));
+    ONEBIT_CHECK(slots.type == GgmlType::kI32 && slots.n_rows == 1 && slots.n_cols == src.n_rows);
+    ONEBIT_CHECK(src.n_cols == dst.n_cols);
+    const int64_t n = src.n_rows, d = src.n_cols;
+    if (n * d == 0) return;
+    store_kv_kernel<<<blocks_for(n * d, 256), 256, 0, stream_>>>(fptr(src), fstride(src), iptr(slots), dptr(dst),
+                                                                 dst.row_stride_bytes, dst.n_rows,
+                                                                 dst.type == GgmlType::kF16, n, d, err_);
+    CUDA_LAUNCHED();
+  }
+
+  void rope(const Tensor& x, const Tensor& positions, const RopeParams& p) override {
+    ONEBIT_CHECK(x.n_cols == int64_t(p.n_heads) * p.head_dim);
+    ONEBIT_CHECK(positions.type == GgmlType::kI32 && positions.n_rows == 1 && positions.n_cols == x.n_rows);
+    ONEBIT_CHECK(p.n_rot > 0 && p.n_rot <= p.head_dim && p.n_rot % 2 == 0);
+    RopeArgs a{};
+    a.n_heads = p.n_heads;
+    a.head_dim = p.head_dim;
+    a.n_rot = p.n_rot;
+    a.neox = p.ordering == RopeOrdering::kNeox;
+    a.freq_base = p.freq_base;
+    a.freq_scale = p.scaling == RopeScaling::kNone ? 1.0 : 1.0 / p.scaling_factor;
+    a.mscale = p.yarn_attn_factor;
+    if (p.scaling == RopeScaling::kYarn && p.yarn_ext_factor != 0.0) {
+      a.ext_factor = p.yarn_ext_factor;
+      a.corr_low = std::max(0.0, std::floor(yarn_corr_dim(p.n_rot, p.original_context, p.yarn_beta_fast, p.freq_base)));
+      a.corr_high = std::min(double(p.n_rot - 1),
+                             std::ceil(yarn_corr_dim(p.n_rot, p.original_context, p.yarn_beta_slow, p.freq_base)));
+      a.mscale *= 1.0 + 0.1 * std::log(1.0 / a.freq_scale);
+    }
+    if (p.freq_factors.valid()) {
+      ONEBIT_CHECK(p.freq_factors.n_cols == p.n_rot / 2);
+      a.freq_factors = fptr(p.freq_factors);
+    }
+    const int64_t total = x.n_rows * p.n_heads * (p.n_rot / 2);
+    if (total == 0) return;
+    rope_kernel<<<blocks_for(total, 128), 128, 0, stream_>>>(fptr(x), fstride(x), iptr(positions), x.n_rows, a);
+    CUDA_LAUNCHED();
+  }
+
+  void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                 const AttentionParams& p) override {
+    ONEBIT_CHECK(q.type == GgmlType::kF32 && k.type == GgmlType::kF32 && v.type == GgmlType::kF32);
+    ONEBIT_CHECK(p.n_kv_heads > 0 && p.n_heads % p.n_kv_heads == 0);
+    ONEBIT_CHECK(q.n_cols == int64_t(p.n_heads) * p.head_dim);
+    ONEBIT_CHECK(k.n_cols == int64_t(p.n_kv_heads) * p.head_dim && v.n_cols == k.n_cols);
+    ONEBIT_CHECK(k.n_rows == v.n_rows && k.n_rows >= p.first_pos + q.n_rows);
+    ONEBIT_CHECK(k.row_stride_bytes == v.row_stride_bytes);
+    ONEBIT_CHECK_MSG(p.head_dim <= kAttnMaxDim, "cuda backend: head_dim above 256");
+    same_shape(q, out);
+    if (q.n_rows == 0) return;
+    AttnArgs a{};
+    a.q = fptr(q), a.q_stride = fstride(q), a.k = dptr(k), a.v = dptr(v), a.kv_stride = k.row_stride_bytes;
+    a.out = fptr(out), a.o_stride = fstride(out);
+    a.n_heads = p.n_heads, a.group = p.n_heads / p.n_kv_heads, a.head_dim = p.head_dim, a.scale = p.scale;
+    a.first_pos = p.first_pos, a.err = err_;
+    const dim3 grid(unsigned(p.n_heads), unsigned(q.n_rows));
+    attention_kernel<false, false><<<grid, kAttnWarps * 32, 0, stream_>>>(a);
+    CUDA_LAUNCHED();
+  }
+
+  void paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool, const Tensor& positions,
+                       const Tensor& seq_ids, const Tensor& block_tables, const Tensor& out,
+                       const PagedAttentionParams& p) override {
+    ONEBIT_CHECK(p.n_kv_heads > 0 && p.n_heads % p.n_kv_heads == 0 && p.head_dim > 0 && p.block_size > 0);
+    ONEBIT_CHECK(q.type == GgmlType::kF32 && out.type == GgmlType::kF32);
+    ONEBIT_CHECK(q.n_cols == int64_t(p.n_heads) * p.head_dim);
+    same_shape(q, out);
+    ONEBIT_CHECK(k_pool.type == GgmlType::kF32 || k_pool.type == GgmlType::kF16);
+    ONEBIT_CHECK(v_pool.type == k_pool.type);
+    ONEBIT_CHECK(k_pool.n_cols == int64_t(p.n_kv_heads) * p.head_dim);
+    same_shape(k_pool, v_pool);
+    ONEBIT_CHECK(k_pool.row_stride_bytes == v_pool.row_stride_bytes);
+    ONEBIT_CHECK(positions.type == GgmlType::kI32 && positions.n_rows == 1 && positions.n_cols == q.n_rows);
+    ONEBIT_CHECK(seq_ids.type == GgmlType::kI32 && seq_ids.n_rows == 1 && seq_ids.n_cols == q.n_rows);
+    ONEBIT_CHECK(block_tables.type == GgmlType::kI32);
+    ONEBIT_CHECK_MSG(p.head_dim <= kAttnMaxDim, "cuda backend: head_dim above 256");
+    if (q.n_rows == 0) return;
+    AttnArgs a{};
+    a.q = fptr(q), a.q_stride = fstride(q), a.k = dptr(k_pool), a.v = dptr(v_pool);
+    a.kv_stride = k_pool.row_stride_bytes;
+    a.out = fptr(out), a.o_stride = fstride(out);
+    a.n_heads = p.n_heads, a.group = p.n_heads / p.n_kv_heads, a.head_dim = p.head_dim, a.scale = p.scale;
+    a.positions = iptr(positions), a.seq_ids = iptr(seq_ids), a.tables = iptr(block_tables);
+    a.table_stride = block_tables.row_stride_bytes / sizeof(int32_t);
+    a.n_seqs = block_tables.n_rows, a.max_blocks = block_tables.n_cols, a.n_pool_rows = k_pool.n_rows;
+    a.block_size = p.block_size, a.err = err_;
+    const dim3 grid(unsigned(p.n_heads), unsigned(q.n_rows));
+    if (k_pool.type == GgmlType::kF16) {
+      attention_kernel<true, true><<<grid, kAttnWarps * 32, 0, stream_>>>(a);
+    } else {
+      attention_kernel<true, false><<<grid, kAttnWarps * 32, 0, stream_>>>(a);
+    }
+    CUDA_LAUNCHED();
+  }
+
+ private:
+  static size_t pitch(const Tensor& t) { return t.n_rows <= 1 ? std::max(t.row_bytes(), t.row_stride_bytes) : t.row_stride_bytes; }
+
+  Result<CudaBuffer*> new_buffer(size_t n_bytes) {
+    void* p = nullptr;
+    const cudaError_t e = cudaMalloc(&p, std::max<size_t>(n_bytes, 256));
+    if (e != cudaSuccess) {
+      cudaGetLastError();  // clear the sticky-free error state of a failed allocation
+      return make_error("cuda backend: out of device memory allocating " + std::to_string(n_bytes) +
+                        " bytes (" + cudaGetErrorString(e) + "); use a smaller context (--ctx-size) or model");
+    }
+    buffers_.push_back(std::make_unique<CudaBuffer>(static_cast<uint8_t*>(p), n_bytes));
+    return buffers_.back().get();
+  }
+
+  uint8_t* scratch(size_t n) {
+    if (n > scratch_bytes_) {
+      CUDA_OK(cudaStreamSynchronize(stream_));
+      if (scratch_ != nullptr) CUDA_OK(cudaFree(scratch_));
+      CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&scratch_), n));
+      scratch_bytes_ = n;
+    }
+    return scratch_;
+  }
+
+  void ensure_smem_attr(int type, const void* fn) {
+    if (smem_attr_set_[type & 31]) return;
+    CUDA_OK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMatvecSmemLimit)));
+    smem_attr_set_[type & 31] = true;
+  }
+
+  int device_;
+  cudaStream_t stream_;
+  int* err_;       // device flag (kErr* bits)
+  int* host_err_;  // pinned copy read at synchronize
+  std::string name_;
+  std::vector<std::unique_ptr<CudaBuffer>> buffers_;
+  uint8_t* scratch_ = nullptr;
+  size_t scratch_bytes_ = 0;
+  bool smem_attr_set_[32] = {};
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cuda_backend(int device, std::string* why_not) {
+  auto fail = [&](std::string why) -> std::unique_ptr<Backend> {
+    if (why_not != nullptr) *why_not = std::move(why);
+    cudaGetLastError();
+    return nullptr;
+  };
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess) return fail(std::string("no usable CUDA driver or device: ") + cudaGetErrorString(e));
+  if (count == 0) return fail("no CUDA device is present");
+  if (device < 0 || device >= count) {
+    return fail("CUDA device " + std::to_string(device) + " does not exist (" + std::to_string(count) + " present)");
+  }
+  if ((e = cudaSetDevice(device)) != cudaSuccess) return fail(std::string("cudaSetDevice: ") + cudaGetErrorString(e));
+  cudaStream_t stream = nullptr;
+  if ((e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking)) != cudaSuccess) {
+    return fail(std::string("cudaStreamCreate: ") + cudaGetErrorString(e));
+  }
+  int* err = nullptr;
+  int* host_err = nullptr;
+  if ((e = cudaMalloc(&err, sizeof(int))) != cudaSuccess || (e = cudaMallocHost(&host_err, sizeof(int))) != cudaSuccess) {
+    return fail(std::string("cuda backend setup: ") + cudaGetErrorString(e));
+  }
+  // A probe launch: fails when the GPU cannot run this build's machine code (another architecture).
+  probe_kernel<<<1, 32, 0, stream>>>(err);
+  e = cudaGetLastError();
+  if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
+  if (e != cudaSuccess) {
+    cudaDeviceProp prop{};
+    cudaGetDeviceProperties(&prop, device);
+    return fail("the CUDA kernels of this build do not run on " + std::string(prop.name) + " (compute capability " +
+                std::to_string(prop.major) + "." + std::to_string(prop.minor) + "): " + cudaGetErrorString(e) +
+                "; rebuild with CMAKE_CUDA_ARCHITECTURES naming it");
+  }
+  *host_err = 0;
+  return std::make_unique<CudaBackend>(device, stream, err, host_err);
+}
+
+}  // namespace onebit

@@ -1,0 +1,15 @@
+// make_cuda_backend for builds without CUDA (no nvcc at configure time, or -DONEBIT_CUDA=OFF).
+#include "backend/cuda/cuda_backend.h"
+
+#ifndef ONEBIT_HAVE_CUDA
+namespace onebit {
+
+std::unique_ptr<Backend> make_cuda_backend(int /*device*/, std::string* why_not) {
+  if (why_not != nullptr) {
+    *why_not = "this build has no CUDA backend (configure with nvcc present, -DONEBIT_CUDA=ON)";
+  }
+  return nullptr;
+}
+
+}  // namespace onebit
+#endif

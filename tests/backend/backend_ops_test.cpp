@@ -1,0 +1,358 @@
+// Every op of every backend in this build against the scalar reference backend, on random data
+// (as ggml's test-backend-ops): the CPU backend always, the CUDA backend when make_cuda_backend
+// gives one (else its cases skip, naming the reason). Odd shapes (n = 1, 3, 17, 64 rows; k not a
+// multiple of 256 where the type allows), row-offset input views with padded rows, outputs with
+// guard columns and rows that must stay untouched, in-place aliases, F16 and F32 K/V pools.
+//
+// Error budgets, as the normalized MSE sum((got - want)^2) / sum(want^2) (ggml's nmse), per op:
+//   get_rows, add, copy, store_kv: 0 (bit-exact: the same float operations as the reference);
+//   rms_norm, rope: 1e-12 (float roundings of double-accumulated values);
+//   swiglu, softmax: 1e-11 (vectorized / device exp, a few ulp);
+//   attention, paged_attention: 1e-10 (float online softmax and dot products);
+//   matmul with float weights (F32/F16/BF16), and every type on CUDA (dequantized to float,
+//   float accumulation): 1e-9; quantized weights on the CPU: 5e-4 (it rounds activations to
+//   Q8 / Q8_K, ~1/254 per element; ggml allows 5e-4 for quantized mul_mat).
+// Each comparison prints its max abs error and nmse ("[op-error] backend op ...").
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/backend_factory.h"
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cuda/cuda_backend.h"
+#include "base/fp16.h"
+#include "cpu_test_util.h"
+#include "gguf/quants.h"
+
+namespace onebit {
+namespace {
+
+using namespace cpu_test;
+
+std::unique_ptr<Backend> backend_under_test(const std::string& name, std::string* why) {
+  if (name == "cpu") return make_cpu_backend(2);
+  return make_cuda_backend(0, why);
+}
+
+// Compares got against want: prints the errors, EXPECTs nmse <= budget.
+void expect_close(const std::string& be, const std::string& what, const std::vector<float>& got,
+                  const std::vector<float>& want, double budget) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  double max_abs = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double d = std::fabs(double(got[i]) - want[i]);
+    max_abs = std::isnan(d) ? INFINITY : std::max(max_abs, d);
+  }
+  const double e = nmse(got, want);
+  std::printf("[op-error] %s %s max_abs=%.3g nmse=%.3g (budget %.0e)\n", be.c_str(), what.c_str(), max_abs, e, budget);
+  EXPECT_LE(e, budget) << be << " " << what << " max_abs=" << max_abs;
+  EXPECT_FALSE(std::isinf(max_abs)) << be << " " << what << ": NaN in the output";
+}
+
+// An F32 input [rows, cols] as a row-offset view of a bigger tensor whose rows are 3 floats wider
+// (written through the view, so write() must honour the row stride).
+Tensor input_view(Backend& be, int64_t rows, int64_t cols, const std::vector<float>& values) {
+  Tensor big = be.alloc(GgmlType::kF32, rows + 2, cols + 3).value();
+  Tensor t = big.rows(1, rows);
+  t.n_cols = cols;
+  be.write(t, values.data());
+  return t;
+}
+
+class BackendOpsTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    std::string why;
+    be_ = backend_under_test(GetParam(), &why);
+    if (be_ == nullptr) GTEST_SKIP() << "the " << GetParam() << " backend is not available: " << why;
+    ref_ = make_reference_backend();
+  }
+  const std::string& bname() const { return GetParam(); }
+  Backend& be() { return *be_; }
+  Backend& ref() { return *ref_; }
+
+  // Runs op on both backends into a guarded [rows, cols] output; compares, checks the guard.
+  template <class Op>
+  void check(const std::string& what, int64_t rows, int64_t cols, Op&& op, double budget) {
+    Tensor out_b = guarded(be(), rows, cols);
+    Tensor out_r = ref().alloc(GgmlType::kF32, rows, cols).value();
+    op(be(), out_b);
+    op(ref(), out_r);
+    expect_close(bname(), what, download(be(), out_b), download(ref(), out_r), budget);
+    EXPECT_TRUE(guard_intact(be(), out_b)) << what << ": wrote outside its view";
+  }
+
+  std::unique_ptr<Backend> be_, ref_;
+};
+
+const GgmlType kWeightTypes[] = {GgmlType::kF32,  GgmlType::kF16,  GgmlType::kBF16, GgmlType::kQ8_0,
+                                 GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1,
+                                 GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K};
+
+int64_t block_of(GgmlType t) { return ggml_type_traits(uint32_t(t))->block_elems; }
+bool is_float(GgmlType t) { return t == GgmlType::kF32 || t == GgmlType::kF16 || t == GgmlType::kBF16; }
+
+// Quantized bytes of rows x cols random values (one spare leading byte: unaligned host source).
+std::vector<uint8_t> quantized(GgmlType type, int64_t rows, int64_t cols, uint32_t seed) {
+  const auto f = random_floats(size_t(rows * cols), seed);
+  const size_t rb = row_size(type, cols).value();
+  std::vector<uint8_t> bytes(rb * rows);
+  for (int64_t r = 0; r < rows; ++r) quantize_row_reference(type, f.data() + r * cols, bytes.data() + r * rb, cols);
+  return bytes;
+}
+
+TEST_P(BackendOpsTest, GuardedWriteLeavesNeighboursUntouched) {
+  for (int64_t rows : {1, 3, 17}) {
+    Tensor t = guarded(be(), rows, 19);
+    const auto v = random_floats(size_t(rows * 19), 1);
+    be().write(t, v.data());
+    EXPECT_EQ(download(be(), t), v);
+    EXPECT_TRUE(guard_intact(be(), t)) << rows;
+  }
+}
+
+TEST_P(BackendOpsTest, GetRowsEveryType) {
+  for (GgmlType type : kWeightTypes) {
+    for (int64_t cols : {is_float(type) ? int64_t(37) : block_of(type) * 3, int64_t(512)}) {
+      const int64_t rows = 9;
+      const auto bytes = quantized(type, rows, cols, 3);
+      const std::vector<int32_t> ids = {8, 0, 3, 3, 7};
+      check(std::string("get_rows ") + ggml_type_name(uint32_t(type)) + " d=" + std::to_string(cols), 5, cols,
+            [&](Backend& b, const Tensor& o) {
+              b.get_rows(b.weight_from_host(type, rows, cols, bytes).value(), upload_i32(b, ids), o);
+            }, 0.0);
+    }
+  }
+}
+
+TEST_P(BackendOpsTest, MatmulEveryTypeOddShapes) {
+  for (GgmlType type : kWeightTypes) {
+    const int64_t blk = block_of(type);
+    const std::vector<int64_t> ks = is_float(type) ? std::vector<int64_t>{17, 100}
+                                    : blk == 32 ? std::vector<int64_t>{96, 416}
+                                                : std::vector<int64_t>{256, 768};
+    const double budget = (is_float(type) || bname() != "cpu") ? 1e-9 : 5e-4;
+    for (int64_t k : ks) {
+      const int64_t m = 67;
+      const auto bytes = quantized(type, m, k, 7);
+      for (int64_t n : {1, 3, 17, 64}) {
+        const auto x = random_floats(size_t(n * k), 8);
+        for (bool weight_view : {false, true}) {
+          const int64_t mm = weight_view ? m - 3 : m;
+          check(std::string("matmul ") + ggml_type_name(uint32_t(type)) + " m=" + std::to_string(mm) +
+                    " k=" + std::to_string(k) + " n=" + std::to_string(n) + (weight_view ? " (weight rows 2..)" : ""),
+                n, mm,
+                [&](Backend& b, const Tensor& o) {
+                  Tensor w = b.weight_from_host(type, m, k, bytes).value();
+                  if (weight_view) w = w.rows(2, m - 3);
+                  b.matmul(w, input_view(b, n, k, x), o);
+                },
+                budget);
+        }
+      }
+    }
+  }
+}
+
+TEST_P(BackendOpsTest, RowOps) {
+  for (int64_t rows : {1, 3, 17, 64}) {
+    for (int64_t cols : {1, 7, 33, 1000}) {
+      const auto a = random_floats(size_t(rows * cols), 11, 3.0f), b = random_floats(size_t(rows * cols), 12, 3.0f);
+      const auto w = random_floats(size_t(cols), 13);
+      const std::string shape = " " + std::to_string(rows) + "x" + std::to_string(cols);
+      check("rms_norm" + shape, rows, cols, [&](Backend& be, const Tensor& o) {
+        be.rms_norm(input_view(be, rows, cols, a), upload(be, 1, cols, w), 1e-5f, o);
+      }, 1e-12);
+      check("add" + shape, rows, cols, [&](Backend& be, const Tensor& o) {
+        be.add(input_view(be, rows, cols, a), input_view(be, rows, cols, b), o);
+      }, 0.0);
+      check("add_bcast" + shape, rows, cols, [&](Backend& be, const Tensor& o) {
+        be.add(input_view(be, rows, cols, a), upload(be, 1, cols, w), o);
+      }, 0.0);
+      check("swiglu" + shape, rows, cols, [&](Backend& be, const Tensor& o) {
+        be.swiglu(input_view(be, rows, cols, a), input_view(be, rows, cols, b), o);
+      }, 1e-11);
+      check("softmax" + shape, rows, cols, [&](Backend& be, const Tensor& o) {
+        be.softmax(input_view(be, rows, cols, a), o);
+      }, 1e-11);
+      check("copy" + shape, rows, cols, [&](Backend& be, const Tensor& o) {
+        be.copy(input_view(be, rows, cols, a), o);
+      }, 0.0);
+    }
+  }
+}
+
+TEST_P(BackendOpsTest, InPlaceAliases) {
+  const int64_t rows = 5, cols = 300;
+  const auto a = random_floats(size_t(rows * cols), 5), b = random_floats(size_t(rows * cols), 6);
+  const auto w = random_floats(size_t(cols), 7);
+  check("in-place chain", rows, cols, [&](Backend& be, const Tensor& o) {
+    be.write(o, a.data());
+    be.rms_norm(o, upload(be, 1, cols, w), 1e-6f, o);
+    be.add(o, input_view(be, rows, cols, b), o);
+    be.add(o, upload(be, 1, cols, w), o);
+    be.softmax(o, o);
+    be.swiglu(o, input_view(be, rows, cols, b), o);
+  }, 1e-11);
+}
+
+TEST_P(BackendOpsTest, CopyF16AndOverlappingRows) {
+  const int64_t cols = 24;
+  const auto v = random_floats(size_t(9 * cols), 21);
+  std::vector<uint16_t> h(v.size());
+  for (size_t i = 0; i < v.size(); ++i) h[i] = fp32_to_fp16(v[i]);
+  auto run = [&](Backend& b, int64_t src_first, int64_t dst_first) {
+    Tensor t = b.alloc(GgmlType::kF16, 9, cols).value();
+    b.write(t, h.data());
+    b.copy(t.rows(src_first, 5), t.rows(dst_first, 5));
+    std::vector<uint16_t> out(h.size());
+    b.read(t, out.data());
+    b.synchronize();
+    return out;
+  };
+  for (auto [s, d] : {std::pair<int64_t, int64_t>{0, 2}, {3, 1}, {0, 4}}) {
+    EXPECT_EQ(run(be(), s, d), run(ref(), s, d)) << "f16 copy rows " << s << " -> " << d;
+  }
+  // F32 overlapping views with padded rows.
+  check("copy overlapping f32", 5, 10, [&](Backend& b, const Tensor& o) {
+    Tensor big = b.alloc(GgmlType::kF32, 8, 12).value();
+    const auto f = random_floats(8 * 12, 22);
+    b.write(big, f.data());
+    Tensor src = big.rows(0, 5), dst = big.rows(2, 5);
+    src.n_cols = dst.n_cols = 10;
+    b.copy(src, dst);
+    b.copy(dst, o);
+  }, 0.0);
+}
+
+TEST_P(BackendOpsTest, StoreKvF32AndF16Pools) {
+  for (GgmlType pool_type : {GgmlType::kF32, GgmlType::kF16}) {
+    const int64_t d = 40, pool_rows = 20;
+    const std::vector<int32_t> slots = {7, 0, 19, 3};
+    const auto src = random_floats(size_t(4 * d), 31, 5.0f);
+    auto run = [&](Backend& b) {
+      Tensor pool = b.alloc(pool_type, pool_rows, d).value();
+      b.store_kv(input_view(b, 4, d, src), upload_i32(b, slots), pool);
+      std::vector<uint8_t> out(size_t(pool_rows * d) * (pool_type == GgmlType::kF16 ? 2 : 4));
+      b.read(pool, out.data());
+      b.synchronize();
+      return out;
+    };
+    EXPECT_EQ(run(be()), run(ref())) << ggml_type_name(uint32_t(pool_type));
+  }
+}
+
+TEST_P(BackendOpsTest, RopeOrderingsScalingsFreqFactors) {
+  struct Case {
+    RopeOrdering ordering;
+    RopeScaling scaling;
+    int n_rot;
+    bool freq_factors;
+  };
+  const Case cases[] = {
+      {RopeOrdering::kNormal, RopeScaling::kNone, 64, false}, {RopeOrdering::kNeox, RopeScaling::kNone, 64, false},
+      {RopeOrdering::kNormal, RopeScaling::kLinear, 32, false}, {RopeOrdering::kNeox, RopeScaling::kYarn, 48, false},
+      {RopeOrdering::kNormal, RopeScaling::kYarn, 64, true},   {RopeOrdering::kNeox, RopeScaling::kNone, 32, true},
+  };
+  for (const Case& c : cases) {
+    for (int64_t rows : {1, 3, 17}) {
+      const int n_heads = 3, head_dim = 64;
+      const int64_t cols = n_heads * head_dim;
+      const auto x = random_floats(size_t(rows * cols), 41);
+      std::vector<int32_t> pos(static_cast<size_t>(rows));
+      for (int64_t r = 0; r < rows; ++r) pos[r] = int32_t(r * 397 % 5000 + (r == 1 ? 30000 : 0));
+      std::vector<float> ff(size_t(c.n_rot / 2));
+      for (size_t i = 0; i < ff.size(); ++i) ff[i] = 1.0f + 0.37f * float(i % 5);
+      check("rope ordering=" + std::to_string(int(c.ordering)) + " scaling=" + std::to_string(int(c.scaling)) +
+                " n_rot=" + std::to_string(c.n_rot) + " ff=" + std::to_string(c.freq_factors) + " n=" + std::to_string(rows),
+            rows, cols, [&](Backend& b, const Tensor& o) {
+              RopeParams p;
+              p.n_heads = n_heads, p.head_dim = head_dim, p.n_rot = c.n_rot, p.ordering = c.ordering;
+              p.freq_base = 500000.0f, p.scaling = c.scaling, p.scaling_factor = 4.0f, p.original_context = 8192;
+              if (c.freq_factors) p.freq_factors = upload(b, 1, int64_t(ff.size()), ff);
+              b.write(o, x.data());
+              b.rope(o, upload_i32(b, pos), p);
+            }, 1e-12);
+    }
+  }
+}
+
+TEST_P(BackendOpsTest, AttentionCausalGqa) {
+  for (int head_dim : {40, 64, 128}) {
+    for (int64_t n : {1, 3, 17}) {
+      AttentionParams p;
+      p.n_heads = 4, p.n_kv_heads = 2, p.head_dim = head_dim, p.first_pos = 5;
+      p.scale = 1.0f / std::sqrt(float(head_dim));
+      const int64_t qc = p.n_heads * head_dim, kc = p.n_kv_heads * head_dim, n_kv = p.first_pos + n + 2;
+      const auto q = random_floats(size_t(n * qc), 51), k = random_floats(size_t(n_kv * kc), 52),
+                 v = random_floats(size_t(n_kv * kc), 53);
+      check("attention hd=" + std::to_string(head_dim) + " n=" + std::to_string(n), n, qc,
+            [&](Backend& b, const Tensor& o) {
+              b.attention(input_view(b, n, qc, q), input_view(b, n_kv, kc, k), input_view(b, n_kv, kc, v), o, p);
+            }, 1e-10);
+    }
+  }
+}
+
+TEST_P(BackendOpsTest, PagedAttentionF32AndF16Pools) {
+  for (GgmlType pool_type : {GgmlType::kF32, GgmlType::kF16}) {
+    for (int head_dim : {64, 128}) {
+      PagedAttentionParams p;
+      p.n_heads = 4, p.n_kv_heads = 1, p.head_dim = head_dim, p.block_size = 4;
+      p.scale = 1.0f / std::sqrt(float(head_dim));
+      const int64_t qc = p.n_heads * head_dim, kc = p.n_kv_heads * head_dim;
+      const int64_t n_blocks = 24, pool_rows = n_blocks * p.block_size, max_blocks = 10;
+      // Two sequences over a shuffled block layout.
+      std::vector<int32_t> blocks(n_blocks);
+      std::iota(blocks.begin(), blocks.end(), 0);
+      std::shuffle(blocks.begin(), blocks.end(), std::mt19937(7));
+      std::vector<int32_t> tables(blocks.begin(), blocks.begin() + 2 * max_blocks);
+      // 17 query rows: sequence 0 prefill positions 20..31 and sequence 1 decode-like positions.
+      std::vector<int32_t> pos, seq;
+      for (int i = 0; i < 12; ++i) pos.push_back(20 + i), seq.push_back(0);
+      for (int32_t v : {0, 5, 39, 17, 2}) pos.push_back(v), seq.push_back(1);
+      const int64_t n = int64_t(pos.size());
+      const auto q = random_floats(size_t(n * qc), 61), kv = random_floats(size_t(2 * pool_rows * kc), 62);
+      std::vector<uint16_t> kv16(kv.size());
+      for (size_t i = 0; i < kv.size(); ++i) kv16[i] = fp32_to_fp16(kv[i]);
+      check(std::string("paged_attention ") + ggml_type_name(uint32_t(pool_type)) + " hd=" + std::to_string(head_dim) +
+                " n=" + std::to_string(n),
+            n, qc, [&](Backend& b, const Tensor& o) {
+              Tensor kp = b.alloc(pool_type, pool_rows, kc).value(), vp = b.alloc(pool_type, pool_rows, kc).value();
+              const bool h = pool_type == GgmlType::kF16;
+              b.write(kp, h ? static_cast<const void*>(kv16.data()) : kv.data());
+              b.write(vp, h ? static_cast<const void*>(kv16.data() + pool_rows * kc) : kv.data() + pool_rows * kc);
+              Tensor t = b.alloc(GgmlType::kI32, 2, max_blocks).value();
+              b.write(t, tables.data());
+              b.paged_attention(input_view(b, n, qc, q), kp, vp, upload_i32(b, pos), upload_i32(b, seq), t, o, p);
+            }, 1e-10);
+    }
+  }
+}
+
+// make_backend: the names it knows, and CUDA's reason when it is not usable.
+TEST_P(BackendOpsTest, FactoryNamesBackends) {
+  auto cpu = make_backend("cpu", 1);
+  ASSERT_TRUE(cpu.ok()) << cpu.message();
+  EXPECT_TRUE(make_backend("reference", 1).ok());
+  EXPECT_FALSE(make_backend("tpu", 1).ok());
+  auto cuda = make_backend("cuda", 1);
+  std::string why;
+  auto direct = make_cuda_backend(0, &why);
+  EXPECT_EQ(cuda.ok(), direct != nullptr);
+  if (!cuda.ok()) {
+    EXPECT_NE(cuda.message().find(why), std::string::npos) << cuda.message();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, BackendOpsTest, ::testing::Values("cpu", "cuda"),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+
+}  // namespace
+}  // namespace onebit
