@@ -28,6 +28,7 @@ json timings_json(const CompletionStats& s) {
   if (s.n_draft_tokens > 0) {  // as llama-server: only when a drafter drafted
     out["draft_n"] = s.n_draft_tokens;
     out["draft_n_accepted"] = s.n_draft_accepted;
+    out["draft_steps"] = s.n_draft_steps;
   }
   return out;
 }
@@ -130,6 +131,7 @@ void Completion::on_finish(Choice& c, const SequenceEvents& ev, TextDelta& out) 
   c.stats.decode_ms = ev.stats.decode_ms;
   c.stats.n_draft_tokens = ev.stats.n_draft_tokens;
   c.stats.n_draft_accepted = ev.stats.n_draft_accepted;
+  c.stats.n_draft_steps = ev.stats.n_draft_steps;
   if ((ev.reason == FinishReason::kError || ev.reason == FinishReason::kAborted) && error_.empty()) {
     error_ = ev.error.empty() ? "generation failed" : ev.error;
     error_kind_ = ev.reason == FinishReason::kAborted ? ApiErrorKind::kUnavailable : ApiErrorKind::kServer;
@@ -190,6 +192,7 @@ CompletionStats Completion::stats() const {
     s.decode_ms = std::max(s.decode_ms, c.stats.decode_ms);
     s.n_draft_tokens += c.stats.n_draft_tokens;
     s.n_draft_accepted += c.stats.n_draft_accepted;
+    s.n_draft_steps += c.stats.n_draft_steps;
   }
   return s;
 }

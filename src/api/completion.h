@@ -39,6 +39,7 @@ struct CompletionStats {
   double decode_ms = 0.0;
   int32_t n_draft_tokens = 0;       // speculative decoding: tokens drafted, and of those accepted
   int32_t n_draft_accepted = 0;
+  int32_t n_draft_steps = 0;
 };
 
 // Not thread-safe: one HTTP thread drives it. Destroying it cancels the sequences still running.

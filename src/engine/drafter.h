@@ -42,10 +42,13 @@ struct DraftSequence {
                                          // and the drafter's entries as far as it observed them)
 };
 
-// Positions [first, first + n) of a sequence, computed by the last step and kept (a rejected
-// draft's positions are not shown). tokens[first + n] exists: the next prompt token, or the token
-// just sampled. rows: the target's outputs for those positions of the layers target_layers()
-// names, concatenated per position ([n, row_width]); empty when it names none.
+// Positions [first, first + n) of a sequence, computed by the target and kept (a rejected draft's
+// positions are never shown), following on what the drafter saw of it before, or starting over at
+// or before that end (a recomputation after a preemption; at a cached prefix's end for a new
+// sequence). first + n <= seq.n_computed, and tokens[first + n] exists. The engine shows a
+// sequence lazily (before it drafts, or when much is unseen), and a long range in pieces, in order,
+// the last ending at n_computed. rows: the target's outputs for those positions of the layers
+// target_layers() names, concatenated per position ([n, row_width]); empty when it names none.
 struct DraftObservation {
   DraftSequence seq;
   int32_t first = 0;
@@ -76,7 +79,8 @@ class Drafter {
   }
   // Blocks the target's pool copies before a step (copy-on-write): a mirroring drafter copies its own.
   virtual void copy_blocks(std::span<const BlockCopy> copies) { (void)copies; }
-  // After a step: what the target computed and kept, per sequence (sequences of pool 0 only).
+  // What the target computed and kept, per sequence (sequences of pool 0 only), before they draft;
+  // at most DrafterLayout::max_tokens positions per call.
   virtual void observe(std::span<const DraftObservation> runs) { (void)runs; }
   // Proposes for every ask (one call per step, batched).
   virtual void propose(std::span<const DraftAsk> asks) = 0;

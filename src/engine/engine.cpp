@@ -108,8 +108,10 @@ struct Engine::Live {
   int32_t draft_len = 0;           // the drafts' length at most (0: this sequence does not draft)
   double draft_hits = 1.0;         // fading counts of drafted tokens accepted, and of tokens
   double draft_trials = 2.0;       // verified: their ratio estimates the acceptance (prior 1/2)
-  TokenId shadow = -1;             // a proposal not sent (drafting did not pay): checked against
-                                   // the sampled token, so the acceptance keeps being learned
+  int32_t plain_steps = 0;         // decode steps without a draft since the last one (probes)
+  int32_t seen_first = 0;          // positions [seen_first, seen_first + seen_n) were computed and
+  int32_t seen_n = 0;              // kept but not yet shown to the drafter,
+  std::vector<float> seen_rows;    // with their captured target rows [seen_n, width]
   SampledLogprobs logprobs;        // scratch for the sampler
 };
 
@@ -421,21 +423,24 @@ bool StepCostFit::fit(double& t0, double& per_token) const {
   if (w_ < 4.0) return false;
   const double mx = x_ / w_, my = y_ / w_;
   const double var = xx_ / w_ - mx * mx;
-  if (var < 0.1) return false;
+  if (var < 0.02) return false;
   per_token = std::max(0.0, (xy_ / w_ - mx * my) / var);
   t0 = std::max(0.0, my - per_token * mx);
   return true;
 }
 
-int32_t worthwhile_draft(double acceptance, int32_t max_len, double t0, double per_token, int32_t n_decoding) {
-  // N sequences drafting k tokens each, accepting E[a] on average, turn a step of t0 + c N into
-  // one of t0 + c N (1 + k) that yields N (1 + E[a]) tokens. The i-th drafted token is accepted
-  // with probability acceptance^i, so it pays while acceptance^i (t0 + c N) > c N.
-  const double busy = per_token * n_decoding;
-  const double share = t0 + busy > 0.0 ? busy / (t0 + busy) : 1.0;
+int32_t worthwhile_draft(double acceptance, int32_t max_len, double t0, double per_token, int32_t n_decoding,
+                         DrafterCosts costs) {
+  if (n_decoding < 1) n_decoding = 1;
+  const double tau = (t0 + per_token * n_decoding) / n_decoding;  // a plain step's time per token
+  const double gain = tau - costs.observe_ms, cost = per_token + costs.propose_ms;
   int32_t k = 0;
-  for (double p = acceptance; k < max_len && p > share; p *= acceptance) ++k;
-  return k;
+  double net = -costs.observe_ms - costs.propose_fixed_ms;  // the step's own token is observed too
+  for (double p = acceptance; k < max_len && p * gain > cost; p *= acceptance) {
+    ++k;
+    net += p * gain - cost;
+  }
+  return net > 0.0 ? k : 0;
 }
 
 void Engine::learn_timing(const StepPlan& plan, double step_ms) {
@@ -528,7 +533,7 @@ void Engine::step() {
     pool_embeddings(plan);
   } else {
     sample_and_stream(plan, now);
-    if (options_.drafter) observe_drafts(plan);
+    if (options_.drafter) collect_observations(plan);
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -539,56 +544,101 @@ void Engine::step() {
 
 void Engine::propose_drafts() {
   if (!options_.drafter) return;
+  constexpr int32_t kProbeEvery = 16;    // a sequence not drafting still drafts one token this often
+  constexpr int32_t kMaxUnseen = 512;    // positions kept for the drafter at most before it sees them
   int32_t n_decoding = 0;
   for (Sequence* seq : scheduler_.running()) n_decoding += seq->n_pending() == 1;
   double t0 = 0.0, per_token = 0.0;
   const bool fitted = options_.draft_when_it_pays && decode_cost_.fit(t0, per_token);
-  // Who drafts how much: asks_[i] for sequence lens[i] tokens (0: a shadow proposal of one).
-  std::vector<std::pair<Sequence*, int32_t>> who;
+  // Who drafts how much; and who the drafter must first be shown (the drafting ones, and any
+  // sequence whose unseen positions grew too many).
+  std::vector<Sequence*> who;
+  std::vector<Live*> show;
   asks_.clear();
   for (Sequence* seq : scheduler_.running()) {
-    if (seq->n_pending() != 1 || seq->n_draft != 0) continue;  // prompt left, or drafted already
     Live& live = *live_.at(seq->id);
     if (live.draft_len == 0) continue;
-    // Until decode steps of several sizes were timed, draft one token (that is how they get
-    // timed, at the least cost); the bookkeeping's tests draft at full length.
-    const int32_t len = !options_.draft_when_it_pays ? live.draft_len
-                        : fitted ? worthwhile_draft(live.draft_hits / live.draft_trials, live.draft_len, t0, per_token, n_decoding)
-                                 : 1;
+    const bool decoding = seq->n_pending() == 1 && seq->n_draft == 0;
+    // Until decode steps of several sizes were timed, draft 1, 2, .. --mtp-max tokens in turn
+    // (that is how they get timed); the bookkeeping's tests draft at full length.
+    int32_t len = !options_.draft_when_it_pays ? live.draft_len
+                  : fitted ? worthwhile_draft(live.draft_hits / live.draft_trials, live.draft_len, t0, per_token,
+                                              n_decoding, drafter_costs_)
+                           : 1 + static_cast<int32_t>(draft_explore_ % live.draft_len);
+    if (decoding && len == 0 && ++live.plain_steps >= kProbeEvery) len = 1;  // keep learning the acceptance
     // Room for the draft and the token after it, within n_predict and the context.
     const int64_t room = std::min<int64_t>(live.request.n_predict - live.n_generated - 1,
                                            int64_t(layout_.n_ctx) - int64_t(seq->tokens.size()) - 1);
-    const int32_t k = static_cast<int32_t>(std::min<int64_t>(std::max(len, 1), room));
+    const int32_t k = decoding ? static_cast<int32_t>(std::min<int64_t>(len, room)) : 0;
+    if ((k > 0 || live.seen_n > kMaxUnseen) && live.seen_n > 0) show.push_back(&live);
     if (k <= 0) continue;
-    who.emplace_back(seq, len);
+    live.plain_steps = 0;
+    who.push_back(seq);
     asks_.push_back(DraftAsk{DraftSequence{seq->id, seq->tokens, seq->block_table, seq->n_computed}, k, nullptr});
   }
+  auto fade = [](double& avg, double x) { avg = avg <= 0.0 ? x : 0.9 * avg + 0.1 * x; };
+  if (!show.empty()) {
+    // In calls of at most a step's tokens (what the drafter sized its buffers for), a long range
+    // in pieces, in order.
+    const double start = now_ms();
+    int64_t positions = 0, in_call = 0;
+    observations_.clear();
+    auto call = [&] {
+      if (!observations_.empty()) options_.drafter->observe(observations_);
+      observations_.clear();
+      in_call = 0;
+    };
+    for (Live* live : show) {
+      const Sequence& seq = live->seq;
+      const size_t width = live->seen_rows.size() / size_t(live->seen_n);
+      for (int32_t done = 0; done < live->seen_n;) {
+        if (in_call == layout_.batch_tokens) call();
+        const int32_t n = static_cast<int32_t>(std::min<int64_t>(live->seen_n - done, layout_.batch_tokens - in_call));
+        const std::span<const float> rows = std::span<const float>(live->seen_rows).subspan(size_t(done) * width, size_t(n) * width);
+        observations_.push_back(DraftObservation{DraftSequence{seq.id, seq.tokens, seq.block_table, seq.n_computed},
+                                                 live->seen_first + done, n, rows});
+        done += n;
+        in_call += n;
+      }
+      positions += live->seen_n;
+    }
+    call();
+    fade(drafter_costs_.observe_ms, (now_ms() - start) / double(positions));
+    for (Live* live : show) {
+      live->seen_n = 0;
+      live->seen_rows.clear();
+    }
+  }
   if (asks_.empty()) return;
+  ++draft_explore_;
   if (drafts_.size() < asks_.size()) drafts_.resize(asks_.size());
+  int64_t wanted = 0;
   for (size_t i = 0; i < asks_.size(); ++i) {
     drafts_[i].clear();
     asks_[i].out = &drafts_[i];
+    wanted += asks_[i].max;
   }
+  const double start = now_ms();
   options_.drafter->propose(asks_);
+  const double n_asks = double(asks_.size());
+  propose_cost_.add(double(wanted) / n_asks, (now_ms() - start) / n_asks);
+  if (!propose_cost_.fit(drafter_costs_.propose_fixed_ms, drafter_costs_.propose_ms)) {
+    drafter_costs_.propose_fixed_ms = 0.0;
+    fade(drafter_costs_.propose_ms, (now_ms() - start) / double(wanted));
+  }
   for (size_t i = 0; i < who.size(); ++i) {
-    auto [seq, len] = who[i];
+    Sequence* seq = who[i];
     std::vector<TokenId>& draft = drafts_[i];
     if (draft.size() > size_t(asks_[i].max)) draft.resize(size_t(asks_[i].max));
     bool valid = true;
     for (TokenId t : draft) valid = valid && t >= 0 && t < runner_->vocab_size();
     if (!valid) continue;  // a drafter's bug must not reach the model
-    Live& live = *live_.at(seq->id);
-    if (len == 0) {  // drafting does not pay now: keep learning from the first proposal alone
-      live.shadow = draft.empty() ? -1 : draft[0];
-      continue;
-    }
     seq->tokens.insert(seq->tokens.end(), draft.begin(), draft.end());
     seq->n_draft = static_cast<int32_t>(draft.size());
   }
 }
 
-void Engine::observe_drafts(const StepPlan& plan) {
-  observations_.clear();
+void Engine::collect_observations(const StepPlan& plan) {
   const size_t n_tokens = static_cast<size_t>(batch_.n_tokens());
   const size_t width = n_tokens > 0 ? out_.captured.size() / n_tokens : 0;
   size_t row = 0;
@@ -597,15 +647,21 @@ void Engine::observe_drafts(const StepPlan& plan) {
     const size_t first_row = row;
     row += static_cast<size_t>(r.n);
     if (kept_[i] <= 0) continue;
-    const Live& live = *live_.at(r.seq->id);  // kept_ >= 0: the sequence lives
-    if (live.draft_len == 0) continue;        // not one that drafts (the overflow pool)
-    const Sequence& seq = live.seq;
-    std::span<const float> rows;
-    if (width > 0) rows = std::span<const float>(out_.captured).subspan(first_row * width, size_t(kept_[i]) * width);
-    observations_.push_back(DraftObservation{DraftSequence{seq.id, seq.tokens, seq.block_table, seq.n_computed},
-                                             r.first, kept_[i], rows});
+    Live& live = *live_.at(r.seq->id);  // kept_ >= 0: the sequence lives
+    if (live.draft_len == 0) continue;  // not one that drafts (the overflow pool)
+    // A recomputation (after a preemption) starts at or before the unseen end: keep what is before it.
+    const int32_t end = live.seen_first + live.seen_n;
+    if (live.seen_n == 0 || r.first < live.seen_first || r.first > end) {
+      live.seen_first = r.first;
+      live.seen_n = 0;
+    } else {
+      live.seen_n = r.first - live.seen_first;
+    }
+    live.seen_rows.resize(size_t(live.seen_n) * width);
+    live.seen_rows.insert(live.seen_rows.end(), out_.captured.begin() + ptrdiff_t(first_row * width),
+                          out_.captured.begin() + ptrdiff_t((first_row + size_t(kept_[i])) * width));
+    live.seen_n += kept_[i];
   }
-  if (!observations_.empty()) options_.drafter->observe(observations_);
 }
 
 // Samples every run that reached its last token. A run with a draft is verified: row i's token
@@ -632,6 +688,7 @@ void Engine::sample_and_stream(const StepPlan& plan, double now) {
     const int32_t last = r.first + r.n - r.n_logits;  // the sampled token whose logits are row 0
     const bool want_logprobs = live.request.sampler.n_logprobs >= 0;
     live.stats.n_draft_tokens += n_draft;
+    live.stats.n_draft_steps += n_draft > 0;
     int32_t accepted = 0;
     bool ended = false;
     for (int32_t i = 0; i <= n_draft && !ended; ++i) {
@@ -675,17 +732,12 @@ void Engine::sample_and_stream(const StepPlan& plan, double now) {
       continue;
     }
     // The acceptance estimate: each verified position is a trial (a draft stops at its first
-    // rejection), older ones fading; a shadow proposal counts as a draft of one.
+    // rejection), older ones fading.
     constexpr double kKeep = 0.9;
     if (n_draft > 0) {
       live.draft_hits = kKeep * live.draft_hits + accepted;
       live.draft_trials = kKeep * live.draft_trials + accepted + (accepted < n_draft ? 1 : 0);
-    } else if (live.shadow >= 0) {
-      const bool hit = live.shadow == seq.tokens.back();
-      live.draft_hits = kKeep * live.draft_hits + hit;
-      live.draft_trials = kKeep * live.draft_trials + 1.0;
     }
-    live.shadow = -1;
   }
 }
 

@@ -58,6 +58,7 @@ struct SequenceStats {
   double queue_ms = 0.0;
   int32_t n_draft_tokens = 0;      // tokens a drafter proposed
   int32_t n_draft_accepted = 0;    // of those, kept by the verification
+  int32_t n_draft_steps = 0;       // verification steps that carried a draft
 };
 
 // What the worker sends a sequence's owner: new tokens, then once the finish.
@@ -187,10 +188,23 @@ class StepCostFit {
   double w_ = 0, x_ = 0, y_ = 0, xx_ = 0, xy_ = 0;
 };
 
-// The draft length that pays for itself: the largest k with acceptance^k above the share of a
-// step's time that its tokens cost (per_token * n / (t0 + per_token * n)), at most max_len; 0 when
-// even one drafted token costs more than it is expected to save.
-int32_t worthwhile_draft(double acceptance, int32_t max_len, double t0, double per_token, int32_t n_decoding);
+// What drafting costs one sequence besides the verified tokens, in milliseconds: the drafter's work
+// per position shown to it (observe), and per proposal, fixed and per token proposed (measured by
+// the engine).
+struct DrafterCosts {
+  double observe_ms = 0.0;
+  double propose_ms = 0.0;        // per token
+  double propose_fixed_ms = 0.0;  // per proposal (a DFlash block costs the same for 1 or 7 tokens)
+};
+
+// The draft length that pays for itself. With N sequences decoding, a plain step gives each a token
+// for tau = (t0 + per_token N) / N; the i-th drafted token is kept with probability acceptance^i,
+// saving tau, and costs per_token + propose_ms, and every kept token must also be observed. So k is
+// the largest length (at most max_len) whose last token still gains, acceptance^k (tau - observe_ms)
+// > per_token + propose_ms, and 0 when the whole draft does not gain more than its fixed costs (the
+// proposal's, and observing the step's own token).
+int32_t worthwhile_draft(double acceptance, int32_t max_len, double t0, double per_token, int32_t n_decoding,
+                         DrafterCosts costs = {});
 
 class Engine {
  public:
@@ -232,10 +246,13 @@ class Engine {
   int32_t prefill_cap() const;
   // Admits held sequences whose leader computed its prompt (or ended).
   void release_held();
-  // Appends a draft to every decoding sequence that drafts (speculative decoding).
+  // Appends a draft to every decoding sequence that drafts (speculative decoding), first showing
+  // the drafter what those sequences computed since it last saw them.
   void propose_drafts();
-  // Shows the drafter what the step computed and kept (kept_), with the captured target rows.
-  void observe_drafts(const StepPlan& plan);
+  // After a step: what each sequence that may draft computed and kept (kept_), with the captured
+  // target rows, is added to what its drafter has yet to see (shown lazily: a sequence that does
+  // not draft costs the drafter nothing).
+  void collect_observations(const StepPlan& plan);
   Status check(const SequenceRequest& request) const;
   void learn_timing(const StepPlan& plan, double step_ms);
   void publish();
@@ -255,6 +272,9 @@ class Engine {
   std::vector<DraftAsk> asks_;       // worker only: propose_drafts' asks and their drafts
   std::vector<std::vector<TokenId>> drafts_;
   std::vector<DraftObservation> observations_;
+  DrafterCosts drafter_costs_;       // the drafter's measured work: observe_ms a fading average,
+  StepCostFit propose_cost_;         // the propose costs a line through (tokens, ms) per proposal
+  int64_t draft_explore_ = 0;        // until the step line is fitted: cycles the draft lengths
   std::vector<TokenId> end_tokens_;  // every id is_end accepts (for ignore_eos), found at start
   double decode_step_ms_ = 0.0;      // moving averages for prefill_cap (0 = not yet seen)
   double token_ms_ = 0.0;            // a step's time per token

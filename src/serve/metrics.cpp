@@ -33,6 +33,9 @@ std::string Metrics::prometheus_text(const EngineGauges& g) const {
   emit(out, "onebit_tokens_predicted_seconds_total", "counter", "Time spent generating tokens.", decode_us_total_.load() / 1e6);
   emit(out, "onebit_draft_tokens_total", "counter", "Tokens a drafter proposed (speculative decoding).", draft_tokens_total_.load());
   emit(out, "onebit_draft_tokens_accepted_total", "counter", "Drafted tokens the target model kept.", draft_accepted_total_.load());
+  emit(out, "onebit_draft_steps_total", "counter",
+       "Verification steps that carried a draft (accepted per step and draft length: the two above over this).",
+       draft_steps_total_.load());
   emit(out, "onebit_requests_queued", "gauge", "Sequences waiting for admission (preempted ones included).", double(g.queued));
   emit(out, "onebit_requests_processing", "gauge", "Sequences running.", double(g.running));
   emit(out, "onebit_kv_blocks_used", "gauge", "K/V blocks held by sequences.", double(g.blocks_used));

@@ -24,9 +24,10 @@ class Metrics {
   void add_generation(int64_t n_prompt_tokens, int64_t n_cached_tokens, int64_t n_completion_tokens, double prompt_ms,
                       double decode_ms);
   // Speculative decoding of a finished generation: tokens drafted, and of those accepted.
-  void add_drafts(int64_t n_drafted, int64_t n_accepted) {
+  void add_drafts(int64_t n_drafted, int64_t n_accepted, int64_t n_steps) {
     draft_tokens_total_.fetch_add(n_drafted);
     draft_accepted_total_.fetch_add(n_accepted);
+    draft_steps_total_.fetch_add(n_steps);
   }
 
   // The counters, then the engine's.
@@ -42,6 +43,7 @@ class Metrics {
   std::atomic<int64_t> decode_us_total_{0};
   std::atomic<int64_t> draft_tokens_total_{0};
   std::atomic<int64_t> draft_accepted_total_{0};
+  std::atomic<int64_t> draft_steps_total_{0};
 };
 
 }  // namespace onebit

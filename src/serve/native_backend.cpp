@@ -222,7 +222,7 @@ void NativeBackend::post(const http::Request& req, http::Response& res, std::sha
   auto record = [m = &metrics](const Completion& done) {
     const auto& s = done.stats();
     m->add_generation(s.n_prompt_tokens, s.n_cached_tokens, s.n_completion_tokens, s.prompt_ms, s.decode_ms);
-    m->add_drafts(s.n_draft_tokens, s.n_draft_accepted);
+    m->add_drafts(s.n_draft_tokens, s.n_draft_accepted, s.n_draft_steps);
     if (done.failed()) m->add_error();
   };
   if (!c->streaming()) return reply_whole(c, res, std::move(hold), record, engine_->options().whole_reply_wait_ms);

@@ -98,12 +98,14 @@ TEST(DrafterE2e, EveryDrafterKeepsTheGreedyReplies) {
     plain.start(onebit_model(), {"-c", "1024"});
     want = replies(plain, a);
   }
+  // Drafting every step at full length (--mtp-fixed) tests the bookkeeping hardest; n-gram runs
+  // with the cost model (which on a small machine mostly turns drafting off).
   const std::vector<DrafterCase> cases = {
-      {"draft", {"--draft", testing::source_path("models/onebit-20m-draft-q8_0.gguf")}},
-      {"self", {"--draft", onebit_model()}},
+      {"draft", {"--draft", testing::source_path("models/onebit-20m-draft-q8_0.gguf"), "--mtp-fixed"}},
+      {"self", {"--draft", onebit_model(), "--mtp-fixed"}},
       {"ngram", {"--ngram"}},
-      {"mtp", {"--mtp", testing::source_path("models/onebit-20m-mtp-q8_0.gguf")}},
-      {"dflash", {"--dflash", testing::source_path("models/onebit-20m-dflash-q8_0.gguf")}},
+      {"mtp", {"--mtp", testing::source_path("models/onebit-20m-mtp-q8_0.gguf"), "--mtp-fixed"}},
+      {"dflash", {"--dflash", testing::source_path("models/onebit-20m-dflash-q8_0.gguf"), "--mtp-fixed"}},
   };
   for (const DrafterCase& c : cases) {
     SCOPED_TRACE(c.name);
@@ -112,16 +114,22 @@ TEST(DrafterE2e, EveryDrafterKeepsTheGreedyReplies) {
     Server s;
     s.start(onebit_model(), args);
     const std::vector<json> got = replies(s, a);
-    int64_t drafted = 0, accepted = 0, generated = 0;
+    int64_t drafted = 0, accepted = 0, generated = 0, steps = 0;
     for (size_t i = 0; i < a.size(); ++i) {
       EXPECT_EQ(got[i]["choices"][0], want[i]["choices"][0]) << c.name << ", request " << i << ": " << a[i].body.dump();
       drafted += got[i]["timings"].value("draft_n", 0);
       accepted += got[i]["timings"].value("draft_n_accepted", 0);
+      steps += got[i]["timings"].value("draft_steps", 0);
       generated += got[i]["usage"].value("completion_tokens", 0);
     }
-    std::printf("%s: %lld drafted, %lld accepted, %lld generated\n", c.name.c_str(), (long long)drafted,
-                (long long)accepted, (long long)generated);
-    EXPECT_GT(drafted, 0);
+    std::printf("%s: %lld drafted, %lld accepted, %lld generated, %lld drafting steps\n", c.name.c_str(),
+                (long long)drafted, (long long)accepted, (long long)generated, (long long)steps);
+    EXPECT_EQ(metric(s, "onebit_draft_tokens_total"), drafted);
+    EXPECT_EQ(metric(s, "onebit_draft_tokens_accepted_total"), accepted);
+    EXPECT_EQ(metric(s, "onebit_draft_steps_total"), steps);
+    EXPECT_LE(steps, drafted);
+    EXPECT_GT(steps, 0);
+    EXPECT_GT(drafted, c.name == "ngram" ? 0 : generated / 2) << "a fixed-length drafter drafts every step";
     if (c.name == "self") EXPECT_EQ(accepted, drafted) << "the target drafting for itself must be right every time";
     // Four at once; every other request does not draft (speculative.n_max 0).
     std::vector<json> mixed(a.size());
