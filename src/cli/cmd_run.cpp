@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "backend/backend.h"
+#include "backend/backend_factory.h"
 #include "backend/cpu/cpu_backend.h"
 #include "base/utf8.h"
 #include "cli/command.h"
@@ -66,7 +67,11 @@ int run(const ParsedArgs& args) {
   auto tokenizer = Tokenizer::from_gguf(*file);
   if (!tokenizer.ok()) return failure(kCmd, path + ": vocabulary: " + tokenizer.message());
   if (args.has("backend") && args.get("backend") != "cpu" && args.get("backend") != "reference") return usage_error(kCmd, "--backend is cpu or reference, not '" + args.get("backend") + "'");
-  auto backend = args.get("backend") == "reference" ? make_reference_backend() : make_cpu_backend(*threads);
+  if (args.has("backend") && args.has("device")) return usage_error(kCmd, "--backend and --device both given: pick one");
+  const std::string device = args.has("device") ? args.get("device") : args.has("backend") ? args.get("backend") : "cpu";
+  auto made = make_backend(device, static_cast<int>(*threads));
+  if (!made.ok()) return failure(kCmd, "--device " + device + ": " + made.message());
+  std::unique_ptr<Backend> backend = std::move(*made);
   std::string chat_template;
   if (chat) {
     if (!file->find("tokenizer.chat_template")) {
@@ -160,6 +165,7 @@ Command run_command() {
               {"min-p", 0, "P", "drop tokens below P x the top probability; 0 = off (default 0.05)"},
               {"threads", 't', "N", "CPU threads (default 1; the reference backend uses one)"},
               {"backend", 0, "NAME", "cpu (SIMD, the default) or reference (scalar oracle)"},
+              {"device", 0, "D", "cpu (default), cuda, cuda:N (an NVIDIA GPU) or reference"},
               {"dump", 0, "", "print every named intermediate of every layer to stderr (debugging)"},
           },
           run};

@@ -36,8 +36,9 @@ Result<ModelHeader> header_of(const std::string& option, const std::string& path
 // meanwhile), serves until SIGINT/SIGTERM. Exit 1 when the port or the model fails.
 int run_native_plan(const Plan& plan, const ServeOptions& options) {
   for (const auto& b : plan.backends) {
-    if (b.route != "cpu") {
-      return failure("serve", "the native engine runs on the CPU in this version; use --device cpu (or --llama-server PATH for " + b.route + ")");
+    if (b.route != plan.backends[0].route) {
+      return failure("serve", "the native engine runs every pool on one device in this version (" + plan.backends[0].route +
+                              ", not also " + b.route + ")");
     }
   }
   const sigset_t signals = block_stop_signals();

@@ -11,7 +11,7 @@
 #include "api/embeddings.h"
 #include "api/service.h"
 #include "backend/backend.h"
-#include "backend/cpu/cpu_backend.h"
+#include "backend/backend_factory.h"
 #include "engine/engine.h"
 #include "engine/head_drafters.h"
 #include "engine/model_drafters.h"
@@ -104,7 +104,9 @@ Status NativeEngine::load() {
                  "(choose another with --chat-template NAME|FILE)\n", options_.model_path.c_str());
   }
   const int n_threads = options_.n_threads > 0 ? options_.n_threads : std::max(1u, std::thread::hardware_concurrency());
-  backend_ = make_cpu_backend(n_threads);
+  auto backend = make_backend(options_.route, n_threads);
+  if (!backend.ok()) return make_error("backend: " + backend.message());
+  backend_ = std::move(*backend);
   auto model = Model::load(*file_, *backend_);
   if (!model.ok()) return make_error("model: " + model.message());
   model_ = std::move(*model);

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "backend/cuda/cuda_backend.h"
 #include "gguf/gguf_reader.h"
 #include "template/builtin_templates.h"
 
@@ -199,7 +200,7 @@ PlanEnvironment current_plan_environment() {
     std::error_code ec;
     return std::filesystem::is_regular_file(p, ec) && ::access(p.c_str(), X_OK) == 0;
   };
-  env.cuda_usable = false;  // no CUDA backend in this build yet
+  env.cuda_usable = make_cuda_backend(0, nullptr) != nullptr;  // a CUDA build and a GPU it can run on
   return env;
 }
 

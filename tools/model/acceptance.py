@@ -9,7 +9,8 @@ text, 128 greedy tokens, fixed draft lengths (MTP 3, DFlash block 8 = 7 drafts, 
   python3 tools/model/acceptance.py prompts --out build/acceptance/prompts.json
   # on the GPU machine (torch): PyTorch's acceptance on those prompts, weights read from the GGUFs
   python3 tools/model/acceptance.py torch --prompts build/acceptance/prompts.json --out $OUT/torch.json
-  # here: the engine's, through `1bit serve --mtp-fixed` and each drafter
+  # here (or --device cuda there): the engine's, through `1bit serve --mtp-fixed` and each drafter,
+  # with the replies compared to drafting off and the decode speed against it
   python3 tools/model/acceptance.py engine --prompts build/acceptance/prompts.json [--torch torch.json]
 """
 import argparse
@@ -67,48 +68,72 @@ def post(port, body):
         return json.load(r)
 
 
+def serve(a, port, extra):
+    args = [a.binary, "serve", "-m", a.model, "--port", str(port), "-c", "1024", "--threads", str(a.threads),
+            "--device", a.device, *extra]
+    server = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    for _ in range(600):
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1)
+            return server
+        except Exception:
+            if server.poll() is not None:
+                sys.exit(f"1bit serve {' '.join(extra)} exited: {server.stderr.read()}")
+            time.sleep(0.1)
+    sys.exit("1bit serve did not become healthy")
+
+
+def run_prompts(port, prompts):
+    """{domain: [(text, predicted_n, accepted, decode tok/s)]} for greedy replies of GEN_TOKENS."""
+    out = {}
+    for dom, ps in prompts.items():
+        out[dom] = []
+        for p in ps:
+            r = post(port, {"prompt": p, "max_tokens": GEN_TOKENS, "temperature": 0, "cache_prompt": False})
+            t = r["timings"]
+            out[dom].append((r["choices"][0]["text"], t["predicted_n"], t.get("draft_n_accepted", 0),
+                             t["predicted_per_second"]))
+    return out
+
+
 def cmd_engine(a):
     with open(a.prompts) as f:
         prompts = json.load(f)
     ref = json.load(open(a.torch)) if a.torch else None
+    server = serve(a, 8469, [])
+    try:
+        base = run_prompts(8469, prompts)
+    finally:
+        server.terminate()
+        server.wait()
     results = {}
     for i, (name, (opts, n_max)) in enumerate(DRAFTERS.items()):
         if a.only and name not in a.only.split(","):
             continue
-        port = 8470 + i
-        args = [a.binary, "serve", "-m", a.model, "--port", str(port), "-c", "1024", "--threads", str(a.threads),
-                *[os.path.join(ROOT, o) if o.startswith("models/") else o for o in opts],
-                "--mtp-max", str(n_max), "--mtp-fixed"]
-        server = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        extra = [os.path.join(ROOT, o) if o.startswith("models/") else o for o in opts]
+        server = serve(a, 8470 + i, extra + ["--mtp-max", str(n_max), "--mtp-fixed"])
         try:
-            for _ in range(300):
-                try:
-                    urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1)
-                    break
-                except Exception:
-                    if server.poll() is not None:
-                        sys.exit(f"1bit serve {name} exited: {server.stderr.read()}")
-                    time.sleep(0.1)
-            results[name] = {}
-            for dom, ps in prompts.items():
-                produced = steps = 0
-                for p in ps:
-                    r = post(port, {"prompt": p, "max_tokens": GEN_TOKENS, "temperature": 0, "cache_prompt": False})
-                    t = r["timings"]
-                    n, acc = t["predicted_n"], t.get("draft_n_accepted", 0)
-                    # the first token comes from the prompt's step; every later step verified a draft
-                    produced += n - 1
-                    steps += n - 1 - acc
-                results[name][dom] = round(produced / steps, 3) if steps else None
+            got = run_prompts(8470 + i, prompts)
         finally:
             server.terminate()
             server.wait()
-    print("| drafter | domain | engine tokens/step | PyTorch tokens/step |")
-    print("|---|---|---|---|")
+        results[name] = {}
+        for dom, rows in got.items():
+            # the first token comes from the prompt's step; every later step verified a draft
+            produced = sum(n - 1 for _, n, _, _ in rows)
+            steps = sum(n - 1 - acc for _, n, acc, _ in rows)
+            same = sum(x[0] == y[0] for x, y in zip(rows, base[dom]))
+            speed = sum(r[3] for r in rows) / sum(b[3] for b in base[dom])
+            results[name][dom] = {"tokens_per_step": round(produced / steps, 3) if steps else None,
+                                  "same_replies": f"{same}/{len(rows)}", "decode_speed_vs_off": round(speed, 2)}
+    print(f"| drafter | domain | engine tokens/step | PyTorch tokens/step | replies equal to drafting off | "
+          f"decode tok/s vs off ({a.device}) |")
+    print("|---|---|---|---|---|---|")
     for name, doms in results.items():
         for dom, v in doms.items():
             t = ref["accept"][dom].get(name) if ref else None
-            print(f"| {name} | {dom} | {v} | {t if t is not None else '-'} |")
+            print(f"| {name} | {dom} | {v['tokens_per_step']} | {t if t is not None else '-'} | {v['same_replies']} | "
+                  f"{v['decode_speed_vs_off']}x |")
     if a.out:
         with open(a.out, "w") as f:
             json.dump(results, f, indent=1)
@@ -163,6 +188,7 @@ def main():
     e.add_argument("--out")
     e.add_argument("--only", help="comma-separated drafters")
     e.add_argument("--threads", type=int, default=2)
+    e.add_argument("--device", default="cpu")
     t = sub.add_parser("torch")
     t.add_argument("--prompts", required=True)
     t.add_argument("--out", required=True)
