@@ -108,7 +108,9 @@ struct Engine::Live {
   int32_t draft_len = 0;           // the drafts' length at most (0: this sequence does not draft)
   double draft_hits = 1.0;         // fading counts of drafted tokens accepted, and of tokens
   double draft_trials = 2.0;       // verified: their ratio estimates the acceptance (prior 1/2)
-  int32_t plain_steps = 0;         // decode steps without a draft since the last one (probes)
+  int32_t plain_steps = 0;         // decode steps without a draft since the last one, and how many
+  int32_t probe_every = 16;        // make a probe: doubles while probes find that drafting does
+                                   // not pay (at most 256), back to 16 once it does
   int32_t seen_first = 0;          // positions [seen_first, seen_first + seen_n) were computed and
   int32_t seen_n = 0;              // kept but not yet shown to the drafter,
   std::vector<float> seen_rows;    // with their captured target rows [seen_n, width]
@@ -544,7 +546,6 @@ void Engine::step() {
 
 void Engine::propose_drafts() {
   if (!options_.drafter) return;
-  constexpr int32_t kProbeEvery = 16;    // a sequence not drafting still drafts one token this often
   constexpr int32_t kMaxUnseen = 512;    // positions kept for the drafter at most before it sees them
   int32_t n_decoding = 0;
   for (Sequence* seq : scheduler_.running()) n_decoding += seq->n_pending() == 1;
@@ -565,7 +566,11 @@ void Engine::propose_drafts() {
                   : fitted ? worthwhile_draft(live.draft_hits / live.draft_trials, live.draft_len, t0, per_token,
                                               n_decoding, drafter_costs_)
                            : 1 + static_cast<int32_t>(draft_explore_ % live.draft_len);
-    if (decoding && len == 0 && ++live.plain_steps >= kProbeEvery) len = 1;  // keep learning the acceptance
+    if (decoding && len > 0) live.probe_every = 16;
+    if (decoding && len == 0 && ++live.plain_steps >= live.probe_every) {  // keep learning the acceptance
+      len = 1;
+      live.probe_every = std::min(2 * live.probe_every, 256);
+    }
     // Room for the draft and the token after it, within n_predict and the context.
     const int64_t room = std::min<int64_t>(live.request.n_predict - live.n_generated - 1,
                                            int64_t(layout_.n_ctx) - int64_t(seq->tokens.size()) - 1);
