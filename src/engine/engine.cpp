@@ -567,7 +567,9 @@ void Engine::propose_drafts() {
                                               n_decoding, drafter_costs_)
                            : 1 + static_cast<int32_t>(draft_explore_ % live.draft_len);
     if (decoding && len > 0) live.probe_every = 16;
-    if (decoding && len == 0 && ++live.plain_steps >= live.probe_every) {  // keep learning the acceptance
+    // Keep learning the acceptance, unless drafting could not pay even if every draft were kept.
+    const bool could_pay = !fitted || worthwhile_draft(1.0, live.draft_len, t0, per_token, n_decoding, drafter_costs_) > 0;
+    if (decoding && len == 0 && could_pay && ++live.plain_steps >= live.probe_every) {
       len = 1;
       live.probe_every = std::min(2 * live.probe_every, 256);
     }

@@ -225,6 +225,41 @@ __global__ void __launch_bounds__(kMatvecThreads) matvec_kernel(const uint8_t* _
   }
 }
 
+constexpr int kMultiRows = 8;  // activation rows of one matvec_multi_kernel at most
+
+// out[j, m] = sum_k w[m, k] x[j, k] for j < n <= kMultiRows (decode batches, speculative
+// verification): each weight element is dequantized once and used for every activation row, so a
+// step of a few tokens streams the weights once, as a single-token step does. x is staged in shared
+// memory ([n, k] floats).
+template <int T>
+__global__ void __launch_bounds__(kMatvecThreads) matvec_multi_kernel(const uint8_t* __restrict__ w, size_t w_stride,
+                                                                      const float* __restrict__ x, size_t x_stride,
+                                                                      float* __restrict__ out, size_t o_stride,
+                                                                      int64_t m, int n, int64_t k) {
+  extern __shared__ float xs[];
+  for (int j = 0; j < n; ++j)
+    for (int64_t i = threadIdx.x; i < k; i += blockDim.x) xs[j * k + i] = x[size_t(j) * x_stride + i];
+  __syncthreads();
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t row_end = min(m, int64_t(blockIdx.x + 1) * kMatvecRowsPerBlock);
+  for (int64_t r = int64_t(blockIdx.x) * kMatvecRowsPerBlock + warp; r < row_end; r += kMatvecThreads / 32) {
+    const uint8_t* wr = w + size_t(r) * w_stride;
+    float acc[kMultiRows] = {};
+    for (int64_t e = lane; e < k; e += 32) {
+      const float wv = deq<T>(wr, e);
+#pragma unroll
+      for (int j = 0; j < kMultiRows; ++j)
+        if (j < n) acc[j] += wv * xs[j * k + e];
+    }
+#pragma unroll
+    for (int j = 0; j < kMultiRows; ++j) {
+      if (j >= n) break;
+      const float s = warp_sum(acc[j]);
+      if (lane == 0) out[size_t(j) * o_stride + r] = s;
+    }
+  }
+}
+
 constexpr int kTileM = 64, kTileN = 64, kTileK = 32;
 
 // out[n, m] = x[n, :] . w[m, :] for a 64 x 64 tile per block (256 threads, 4 x 4 outputs each).
@@ -662,6 +697,21 @@ class CudaBackend final : public Backend {
       CUDA_LAUNCHED();
       return;
     }
+    if (n <= kMultiRows && size_t(n * k) * sizeof(float) <= kMatvecSmemLimit) {
+      const size_t shm = size_t(n * k) * sizeof(float);
+      const unsigned grid = blocks_for(m, kMatvecRowsPerBlock);
+      ONEBIT_CUDA_TYPE_SWITCH(w.type, {
+        if (shm > 48 * 1024 && !multi_smem_set_[int(w.type) & 31]) {
+          CUDA_OK(cudaFuncSetAttribute(reinterpret_cast<const void*>(&matvec_multi_kernel<T>),
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMatvecSmemLimit)));
+          multi_smem_set_[int(w.type) & 31] = true;
+        }
+        matvec_multi_kernel<T><<<grid, kMatvecThreads, shm, stream_>>>(dptr(w), w.row_stride_bytes, xp, fstride(x), op,
+                                                                       fstride(out), m, int(n), k);
+      });
+      CUDA_LAUNCHED();
+      return;
+    }
     const dim3 grid(blocks_for(m, kTileM), blocks_for(n, kTileN));
     ONEBIT_CUDA_TYPE_SWITCH(w.type, matmul_tiled_kernel<T><<<grid, 256, 0, stream_>>>(
         dptr(w), w.row_stride_bytes, xp, fstride(x), op, fstride(out), m, n, k));
@@ -842,6 +892,7 @@ class CudaBackend final : public Backend {
     smem_attr_set_[type & 31] = true;
   }
 
+  bool multi_smem_set_[32] = {};  // matvec_multi_kernel<type> allowed more than 48 KiB of shared memory
   int device_;
   cudaStream_t stream_;
   int* err_;       // device flag (kErr* bits)
