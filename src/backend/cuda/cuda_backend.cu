@@ -3,8 +3,10 @@
 // deq<T>(row, e) decodes element e of a row exactly as gguf/quants.cpp does (the same float
 // operations, each rounded alone: __fmul_rn / __fadd_rn, so no fused multiply-add changes a bit).
 // Matrix-vector (n == 1): 8 warps per block, each warp a weight row at a time (lane l takes
-// element 32c + l of every 32-element chunk c), the activation row in shared memory. n > 1: 64 x
-// 64 output tiles, 32-wide k steps dequantized into shared memory, 4 x 4 outputs per thread.
+// element 32c + l of every 32-element chunk c), the activation row in shared memory. 2 <= n <= 8
+// (decode batches, speculative verification): the same, each weight element used for every
+// activation row. n > 8: 64 x 64 output tiles, 32-wide k steps dequantized into shared memory,
+// 4 x 4 outputs per thread.
 // Attention: one block of 4 warps per (query row, head), each warp an online softmax over every
 // 4th key, merged at the end. RoPE angles in double in the kernel, as RopeAngles computes them.
 #include <cuda_fp16.h>
