@@ -583,39 +583,7 @@ void Engine::propose_drafts() {
     who.push_back(seq);
     asks_.push_back(DraftAsk{DraftSequence{seq->id, seq->tokens, seq->block_table, seq->n_computed}, k, nullptr});
   }
-  auto fade = [](double& avg, double x) { avg = avg <= 0.0 ? x : 0.9 * avg + 0.1 * x; };
-  if (!show.empty()) {
-    // In calls of at most a step's tokens (what the drafter sized its buffers for), a long range
-    // in pieces, in order.
-    const double start = now_ms();
-    int64_t positions = 0, in_call = 0;
-    observations_.clear();
-    auto call = [&] {
-      if (!observations_.empty()) options_.drafter->observe(observations_);
-      observations_.clear();
-      in_call = 0;
-    };
-    for (Live* live : show) {
-      const Sequence& seq = live->seq;
-      const size_t width = live->seen_rows.size() / size_t(live->seen_n);
-      for (int32_t done = 0; done < live->seen_n;) {
-        if (in_call == layout_.batch_tokens) call();
-        const int32_t n = static_cast<int32_t>(std::min<int64_t>(live->seen_n - done, layout_.batch_tokens - in_call));
-        const std::span<const float> rows = std::span<const float>(live->seen_rows).subspan(size_t(done) * width, size_t(n) * width);
-        observations_.push_back(DraftObservation{DraftSequence{seq.id, seq.tokens, seq.block_table, seq.n_computed},
-                                                 live->seen_first + done, n, rows});
-        done += n;
-        in_call += n;
-      }
-      positions += live->seen_n;
-    }
-    call();
-    fade(drafter_costs_.observe_ms, (now_ms() - start) / double(positions));
-    for (Live* live : show) {
-      live->seen_n = 0;
-      live->seen_rows.clear();
-    }
-  }
+  show_unseen(show);
   if (asks_.empty()) return;
   ++draft_explore_;
   if (drafts_.size() < asks_.size()) drafts_.resize(asks_.size());
@@ -626,6 +594,7 @@ void Engine::propose_drafts() {
     wanted += asks_[i].max;
   }
   const double start = now_ms();
+  auto fade = [](double& avg, double x) { avg = avg <= 0.0 ? x : 0.9 * avg + 0.1 * x; };
   options_.drafter->propose(asks_);
   const double n_asks = double(asks_.size());
   propose_cost_.add(double(wanted) / n_asks, (now_ms() - start) / n_asks);
@@ -643,6 +612,39 @@ void Engine::propose_drafts() {
     seq->tokens.insert(seq->tokens.end(), draft.begin(), draft.end());
     seq->n_draft = static_cast<int32_t>(draft.size());
   }
+}
+
+// In calls of at most a step's tokens (what the drafter sized its buffers for), a long range in
+// pieces, in order; the drafter's time per position shown feeds the cost model.
+void Engine::show_unseen(const std::vector<Live*>& show) {
+  if (show.empty()) return;
+  const double start = now_ms();
+  int64_t positions = 0, in_call = 0;
+  observations_.clear();
+  auto call = [&] {
+    if (!observations_.empty()) options_.drafter->observe(observations_);
+    observations_.clear();
+    in_call = 0;
+  };
+  for (Live* live : show) {
+    const Sequence& seq = live->seq;
+    const size_t width = live->seen_rows.size() / size_t(live->seen_n);
+    for (int32_t done = 0; done < live->seen_n;) {
+      if (in_call == layout_.batch_tokens) call();
+      const int32_t n = static_cast<int32_t>(std::min<int64_t>(live->seen_n - done, layout_.batch_tokens - in_call));
+      const std::span<const float> rows = std::span<const float>(live->seen_rows).subspan(size_t(done) * width, size_t(n) * width);
+      observations_.push_back(DraftObservation{DraftSequence{seq.id, seq.tokens, seq.block_table, seq.n_computed},
+                                               live->seen_first + done, n, rows});
+      done += n;
+      in_call += n;
+    }
+    positions += live->seen_n;
+    live->seen_n = 0;
+  }
+  call();
+  for (Live* live : show) live->seen_rows.clear();  // after the calls: their spans point into these
+  const double ms = (now_ms() - start) / double(positions);
+  drafter_costs_.observe_ms = drafter_costs_.observe_ms <= 0.0 ? ms : 0.9 * drafter_costs_.observe_ms + 0.1 * ms;
 }
 
 void Engine::collect_observations(const StepPlan& plan) {

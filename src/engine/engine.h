@@ -249,6 +249,8 @@ class Engine {
   // Appends a draft to every decoding sequence that drafts (speculative decoding), first showing
   // the drafter what those sequences computed since it last saw them.
   void propose_drafts();
+  // Shows the drafter the unseen positions of `show` (in calls of at most a step's tokens).
+  void show_unseen(const std::vector<Live*>& show);
   // After a step: what each sequence that may draft computed and kept (kept_), with the captured
   // target rows, is added to what its drafter has yet to see (shown lazily: a sequence that does
   // not draft costs the drafter nothing).

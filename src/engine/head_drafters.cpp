@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "engine/ahead_tables.h"
+#include "engine/model_drafters.h"
 #include "model/dflash_model.h"
 #include "model/mtp_head.h"
 
@@ -17,10 +18,8 @@ namespace {
 
 // Greedy token of a logits row and its softmax probability.
 std::pair<TokenId, float> argmax_prob(const float* row, int32_t vocab) {
-  const int32_t best = int32_t(std::max_element(row, row + vocab) - row);
-  double sum = 0.0;
-  for (int32_t i = 0; i < vocab; ++i) sum += std::exp(double(row[i]) - double(row[best]));
-  return {best, float(1.0 / sum)};
+  const TopToken t = top_token(std::span<const float>(row, size_t(vocab)));
+  return {t.id, t.p};
 }
 
 // Pool slot of position p through table.
