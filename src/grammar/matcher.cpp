@@ -23,6 +23,11 @@ TokenTable::TokenTable(std::vector<std::string> pieces, std::vector<uint8_t> fla
   }
   std::sort(sorted_.begin(), sorted_.end(),
             [&](int32_t a, int32_t b) { return pieces_[size_t(a)] < pieces_[size_t(b)]; });
+  sorted_off_.push_back(0);
+  for (int32_t id : sorted_) {
+    sorted_bytes_ += pieces_[size_t(id)];
+    sorted_off_.push_back(static_cast<uint32_t>(sorted_bytes_.size()));
+  }
   lcp_.assign(sorted_.size(), 0);
   for (size_t i = 1; i < sorted_.size(); ++i) {
     const std::string& a = pieces_[size_t(sorted_[i - 1])];
@@ -109,7 +114,10 @@ int32_t CompiledGrammar::intern_state(std::vector<int32_t>& tops) {
   if (tops.size() > kMaxTops) tops.resize(kMaxTops);
   std::string key(reinterpret_cast<const char*>(tops.data()), tops.size() * sizeof(int32_t));
   auto [it, fresh] = state_ids_.emplace(std::move(key), static_cast<int32_t>(states_.size()));
-  if (fresh) states_.push_back(tops);
+  if (fresh) {
+    states_.push_back(tops);
+    ascii_steps_.resize(states_.size() * 128, kUnknown);
+  }
   return it->second;
 }
 
@@ -142,8 +150,12 @@ void CompiledGrammar::expand(int32_t pos, int32_t parent, std::vector<int32_t>& 
 }
 
 int32_t CompiledGrammar::step(int32_t state, uint32_t cp) {
+  int32_t* ascii = cp < 128 ? &ascii_steps_[size_t(state) * 128 + cp] : nullptr;
+  if (ascii && *ascii != kUnknown) return *ascii;
   const uint64_t key = (uint64_t(uint32_t(state)) << 21) | cp;
-  if (auto it = steps_.find(key); it != steps_.end()) return it->second;
+  if (!ascii) {
+    if (auto it = steps_.find(key); it != steps_.end()) return it->second;
+  }
   const std::vector<int32_t> tops = states_[size_t(state)];  // a copy: interning may grow states_
   scratch_.clear();
   for (int32_t t : tops) {
@@ -152,7 +164,11 @@ int32_t CompiledGrammar::step(int32_t state, uint32_t cp) {
     if (grammar_.elements[size_t(n.pos)].matches(cp)) expand(n.pos + 1, n.parent, scratch_);
   }
   const int32_t next = scratch_.empty() ? kDead : intern_state(scratch_);
-  steps_.emplace(key, next);
+  if (cp < 128) {
+    ascii_steps_[size_t(state) * 128 + cp] = next;  // re-indexed: interning may have grown it
+  } else {
+    steps_.emplace(key, next);
+  }
   return next;
 }
 
@@ -219,7 +235,7 @@ std::vector<uint64_t> CompiledGrammar::compute_mask(MatchState s) {
   std::vector<uint32_t> pt(1, s.partial);
   size_t dead_at = SIZE_MAX;  // st[d] holds for d < dead_at (and up to the last token's length)
   for (size_t i = 0; i < sorted.size(); ++i) {
-    const std::string& piece = t.piece(sorted[i]);
+    const std::string_view piece = t.sorted_piece(i);
     const size_t shared = i == 0 ? 0 : lcp[i];
     if (dead_at <= shared) continue;  // a prefix this token shares cannot be matched
     dead_at = SIZE_MAX;
@@ -231,7 +247,16 @@ std::vector<uint64_t> CompiledGrammar::compute_mask(MatchState s) {
     for (size_t d = shared; d < piece.size(); ++d) {
       int32_t s2 = st[d];
       uint32_t p2 = pt[d];
-      if (!step_byte(s2, p2, uint8_t(piece[d]))) {
+      const uint8_t byte = uint8_t(piece[d]);
+      if (p2 == 0 && byte < 0x80) {  // the common case, inline: one table lookup
+        const int32_t known = ascii_steps_[size_t(s2) * 128 + byte];
+        if (known >= 0) {
+          st[d + 1] = known;
+          pt[d + 1] = 0;
+          continue;
+        }
+      }
+      if (!step_byte(s2, p2, byte)) {
         dead_at = d + 1;
         alive = false;
         break;

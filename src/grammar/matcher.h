@@ -45,6 +45,10 @@ class TokenTable {
   uint8_t flags(int32_t id) const { return flags_[size_t(id)]; }
   const std::vector<int32_t>& sorted() const { return sorted_; }            // text token ids in byte order
   const std::vector<uint16_t>& shared_prefix() const { return lcp_; }        // [sorted]: bytes shared with the previous
+  // The bytes of sorted()[i], from one contiguous buffer (the mask walk streams through it).
+  std::string_view sorted_piece(size_t i) const {
+    return std::string_view(sorted_bytes_).substr(sorted_off_[i], sorted_off_[i + 1] - sorted_off_[i]);
+  }
   const std::vector<int32_t>& end_tokens() const { return end_; }
 
  private:
@@ -52,6 +56,8 @@ class TokenTable {
   std::vector<uint8_t> flags_;
   std::vector<int32_t> sorted_;
   std::vector<uint16_t> lcp_;
+  std::string sorted_bytes_;
+  std::vector<uint32_t> sorted_off_;  // [sorted + 1]
   std::vector<int32_t> end_;
 };
 
@@ -107,7 +113,9 @@ class CompiledGrammar {
   std::unordered_map<uint64_t, int32_t> node_ids_;
   std::vector<std::vector<int32_t>> states_;
   std::unordered_map<std::string, int32_t> state_ids_;
-  std::unordered_map<uint64_t, int32_t> steps_;  // (state << 21 | cp) -> state or kDead
+  static constexpr int32_t kUnknown = -2;
+  std::vector<int32_t> ascii_steps_;             // [states][128]: state or kDead, kUnknown not yet
+  std::unordered_map<uint64_t, int32_t> steps_;  // (state << 21 | cp) -> state or kDead, cp >= 128
   std::unordered_map<uint64_t, std::shared_ptr<const std::vector<uint64_t>>> masks_;
   size_t mask_bytes_ = 0;
   std::vector<int32_t> rule_min_;  // fewest characters each rule matches
