@@ -3,12 +3,19 @@
 # the backend and model test binaries and 1bit on every core, runs the backend op harness (CPU
 # and CUDA against the reference) and the CUDA model tests, and prints a summary. Logs go to $OUT
 # when it is set (else to the build dir).
-#   bench/gpu.sh [BUILD_DIR]      (default build-gpu)
+#   bench/gpu.sh [--bench] [BUILD_DIR]      (default build-gpu)
+# --bench also builds e2e_bench and cuda_matvec_bench, makes the benchmark models while the tests
+# and cuda_matvec_bench run, then prints the decode matrix-vector table and the CUDA benchmark
+# table (bench/gpu_bench.sh: models in $ONEBIT_BENCH_WORK, default /tmp/onebit-gpu-bench; REPS from
+# $ONEBIT_BENCH_REPS, default 3; comparison rows from $ONEBIT_BENCH_COMPARE) after the test
+# summary; the exit code is still the tests'.
 # Where pkg-config finds no cpp-httplib, a carried prefix in $ONEBIT_DEPS (default .cudahelper/deps,
 # with lib/pkgconfig/cpp-httplib.pc) is used; stories260K comes from $ONEBIT_STORIES260K when set
 # (default .cudahelper/testdata/stories260K.gguf when present).
 set -uo pipefail
 cd "$(dirname "$0")/.."
+BENCH=0
+if [ "${1:-}" = --bench ]; then BENCH=1; shift; fi
 BUILD=${1:-build-gpu}
 LOGS=${OUT:-$BUILD}
 mkdir -p "$LOGS"
@@ -26,7 +33,9 @@ t0=$(date +%s)
 rm -rf "$BUILD"
 cmake -S . -B "$BUILD" -G Ninja -DONEBIT_CUDA=ON -DCMAKE_BUILD_TYPE=Release >"$LOGS/configure.log" 2>&1 \
   || { tail -40 "$LOGS/configure.log"; echo "SUMMARY: configure FAILED"; exit 1; }
-cmake --build "$BUILD" -j"$JOBS" --target backend_tests model_tests >"$LOGS/build.log" 2>&1
+targets="backend_tests model_tests"
+[ $BENCH = 1 ] && targets="$targets onebit_cli e2e_bench cuda_matvec_bench"
+cmake --build "$BUILD" -j"$JOBS" --target $targets >"$LOGS/build.log" 2>&1
 build_rc=$?
 if [ $build_rc -ne 0 ]; then
   grep -E "error|Error" "$LOGS/build.log" | head -60
@@ -34,6 +43,11 @@ if [ $build_rc -ne 0 ]; then
   exit 1
 fi
 t1=$(date +%s)
+if [ $BENCH = 1 ]; then
+  ONEBIT_BENCH_MAKE_ONLY=1 bash bench/gpu_bench.sh "$BUILD" "${ONEBIT_BENCH_WORK:-/tmp/onebit-gpu-bench}" \
+    >"$LOGS/bench_models.log" 2>&1 &
+  models_pid=$!
+fi
 
 "$BUILD/backend_tests" --gtest_filter='Backends/BackendOpsTest.*' >"$LOGS/backend_ops.log" 2>&1
 ops_rc=$?
@@ -55,4 +69,12 @@ echo "=== summary ==="
 echo "build of the tests: $((t1 - t0)) s; tests: $((t2 - t1)) s; 1bit: $cli"
 echo "backend_ops: $(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$LOGS/backend_ops.log" | tr '\n' ' ') rc=$ops_rc"
 echo "cuda_model:  $(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$LOGS/cuda_model.log" | tr '\n' ' ') rc=$model_rc"
+if [ $BENCH = 1 ]; then
+  echo "=== decode matrix-vector (cuda_matvec_bench) ==="
+  "$BUILD/bin/cuda_matvec_bench" --reps 10 | tee "$LOGS/matvec.md"
+  wait $models_pid || { tail -20 "$LOGS/bench_models.log"; echo "SUMMARY: making the benchmark models FAILED"; }
+  echo "=== CUDA benchmark (bench/gpu_bench.sh) ==="
+  bash bench/gpu_bench.sh "$BUILD" "${ONEBIT_BENCH_WORK:-/tmp/onebit-gpu-bench}" "${ONEBIT_BENCH_REPS:-3}" \
+    | tee "$LOGS/bench.md"
+fi
 [ $ops_rc -eq 0 ] && [ $model_rc -eq 0 ]

@@ -4,10 +4,14 @@
 // are generated from a per-tensor seed, so the bytes do not depend on thread count or order.
 #include "model/random_model.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <thread>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -129,6 +133,9 @@ OutTensor make_tensor(std::string name, GgmlType type, int64_t rows, int64_t col
   return t;
 }
 
+// make_tensor's arguments.
+using TensorSpec = std::tuple<std::string, GgmlType, int64_t, int64_t, float, float, uint64_t>;
+
 }  // namespace
 
 Status write_random_model(const RandomModelOptions& o) {
@@ -156,37 +163,46 @@ Status write_random_model(const RandomModelOptions& o) {
   w.set_uint32(a + "attention.value_length", uint32_t(s.head_dim));
   ONEBIT_TRY(copy_vocab(w, o.tokenizer_path, o.out_path, s.vocab));
 
-  std::vector<OutTensor> ts;
+  std::vector<TensorSpec> ts;  // made in parallel below (each from its own seed)
   uint64_t seed = o.seed * 1000003u;
   const float sd = o.init_std;
   const float out_sd = s.output_std > 0 ? float(s.output_std) : sd;  // tied: the embedding is the output
   const GgmlType mt = o.out_type;
   const int64_t q_dim = s.n_heads * s.head_dim, kv_dim = s.n_kv_heads * s.head_dim;
-  ts.push_back(make_tensor("token_embd.weight", mt, s.vocab, s.hidden, s.tied ? out_sd : sd, 0, ++seed));
-  ts.push_back(make_tensor("output_norm.weight", GgmlType::kF32, 1, s.hidden, 0, 1, ++seed));
-  if (!s.tied) ts.push_back(make_tensor("output.weight", mt, s.vocab, s.hidden, out_sd, 0, ++seed));
+  ts.push_back(TensorSpec("token_embd.weight", mt, s.vocab, s.hidden, s.tied ? out_sd : sd, 0, ++seed));
+  ts.push_back(TensorSpec("output_norm.weight", GgmlType::kF32, 1, s.hidden, 0, 1, ++seed));
+  if (!s.tied) ts.push_back(TensorSpec("output.weight", mt, s.vocab, s.hidden, out_sd, 0, ++seed));
   for (int64_t l = 0; l < s.n_layers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
-    ts.push_back(make_tensor(p + "attn_norm.weight", GgmlType::kF32, 1, s.hidden, 0, 1, ++seed));
-    ts.push_back(make_tensor(p + "attn_q.weight", mt, q_dim, s.hidden, sd, 0, ++seed));
-    ts.push_back(make_tensor(p + "attn_k.weight", mt, kv_dim, s.hidden, sd, 0, ++seed));
-    ts.push_back(make_tensor(p + "attn_v.weight", mt, kv_dim, s.hidden, sd, 0, ++seed));
+    ts.push_back(TensorSpec(p + "attn_norm.weight", GgmlType::kF32, 1, s.hidden, 0, 1, ++seed));
+    ts.push_back(TensorSpec(p + "attn_q.weight", mt, q_dim, s.hidden, sd, 0, ++seed));
+    ts.push_back(TensorSpec(p + "attn_k.weight", mt, kv_dim, s.hidden, sd, 0, ++seed));
+    ts.push_back(TensorSpec(p + "attn_v.weight", mt, kv_dim, s.hidden, sd, 0, ++seed));
     if (s.arch == "qwen2") {
-      ts.push_back(make_tensor(p + "attn_q.bias", GgmlType::kF32, 1, q_dim, sd, 0, ++seed));
-      ts.push_back(make_tensor(p + "attn_k.bias", GgmlType::kF32, 1, kv_dim, sd, 0, ++seed));
-      ts.push_back(make_tensor(p + "attn_v.bias", GgmlType::kF32, 1, kv_dim, sd, 0, ++seed));
+      ts.push_back(TensorSpec(p + "attn_q.bias", GgmlType::kF32, 1, q_dim, sd, 0, ++seed));
+      ts.push_back(TensorSpec(p + "attn_k.bias", GgmlType::kF32, 1, kv_dim, sd, 0, ++seed));
+      ts.push_back(TensorSpec(p + "attn_v.bias", GgmlType::kF32, 1, kv_dim, sd, 0, ++seed));
     }
     if (s.arch == "qwen3") {
-      ts.push_back(make_tensor(p + "attn_q_norm.weight", GgmlType::kF32, 1, s.head_dim, 0, 1, ++seed));
-      ts.push_back(make_tensor(p + "attn_k_norm.weight", GgmlType::kF32, 1, s.head_dim, 0, 1, ++seed));
+      ts.push_back(TensorSpec(p + "attn_q_norm.weight", GgmlType::kF32, 1, s.head_dim, 0, 1, ++seed));
+      ts.push_back(TensorSpec(p + "attn_k_norm.weight", GgmlType::kF32, 1, s.head_dim, 0, 1, ++seed));
     }
-    ts.push_back(make_tensor(p + "attn_output.weight", mt, s.hidden, q_dim, sd, 0, ++seed));
-    ts.push_back(make_tensor(p + "ffn_norm.weight", GgmlType::kF32, 1, s.hidden, 0, 1, ++seed));
-    ts.push_back(make_tensor(p + "ffn_gate.weight", mt, s.ffn, s.hidden, sd, 0, ++seed));
-    ts.push_back(make_tensor(p + "ffn_up.weight", mt, s.ffn, s.hidden, sd, 0, ++seed));
-    ts.push_back(make_tensor(p + "ffn_down.weight", mt, s.hidden, s.ffn, sd, 0, ++seed));
+    ts.push_back(TensorSpec(p + "attn_output.weight", mt, s.hidden, q_dim, sd, 0, ++seed));
+    ts.push_back(TensorSpec(p + "ffn_norm.weight", GgmlType::kF32, 1, s.hidden, 0, 1, ++seed));
+    ts.push_back(TensorSpec(p + "ffn_gate.weight", mt, s.ffn, s.hidden, sd, 0, ++seed));
+    ts.push_back(TensorSpec(p + "ffn_up.weight", mt, s.ffn, s.hidden, sd, 0, ++seed));
+    ts.push_back(TensorSpec(p + "ffn_down.weight", mt, s.hidden, s.ffn, sd, 0, ++seed));
   }
-  for (const OutTensor& t : ts) ONEBIT_TRY(w.add_tensor(t.name, uint32_t(t.type), t.ne, t.bytes));
+  std::vector<OutTensor> out(ts.size());
+  std::atomic<size_t> next{0};
+  std::vector<std::thread> pool;
+  for (unsigned i = 0; i < std::max(1u, std::thread::hardware_concurrency()); ++i) {
+    pool.emplace_back([&] {
+      for (size_t j; (j = next++) < ts.size();) out[j] = std::apply(make_tensor, std::move(ts[j]));
+    });
+  }
+  for (std::thread& t : pool) t.join();
+  for (const OutTensor& t : out) ONEBIT_TRY(w.add_tensor(t.name, uint32_t(t.type), t.ne, t.bytes));
   return w.write_file(o.out_path);
 }
 

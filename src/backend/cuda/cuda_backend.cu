@@ -15,7 +15,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <unordered_map>
 #include <numbers>
 #include <string>
 #include <vector>
@@ -546,6 +549,311 @@ __global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(AttnArgs a) 
   }
 }
 
+// ---- decode matrix-vector on repacked panels ----
+//
+// At upload, F16 / Q4_0 / Q8_0 / Q4_K / Q6_K weights also get a copy in "panels": 32 rows (one per
+// lane) interleaved per unit of E elements (one block of the type; 8 elements for F16), the unit's
+// bytes cut into 16-byte pieces so that piece c of lanes 0..31 is 512 contiguous bytes (one
+// coalesced 128-bit load per lane), a 2-byte field (the block scale) after them for 64 bytes.
+// The decode kernel (n == 1) gives each block a panel of 32 rows and each of its 8 warps a slice
+// of the units (k); lane l accumulates row 32g + l, reading the activation from shared memory by
+// broadcast, and the 8 partial sums are added in a fixed order (deterministic). Quant values become
+// floats through the exponent trick: (bits & mask) | 0x4B000000 is the float 2^23 + c * q exactly
+// (c the power of two of the nibble's position), so no integer-to-float conversion runs; the scale
+// of a block is applied once to its float sum (the reference rounds each element's product: the
+// results differ by float rounding, far inside the 1e-9 nmse budget).
+template <int T>
+struct PanelFmt;  // E: elements per unit, CH: 16-byte pieces per lane, TAIL: 2-byte field, U: units in flight
+template <> struct PanelFmt<kF16> { static constexpr int E = 8, CH = 1, TAIL = 0, U = 8, BB = 16; };
+template <> struct PanelFmt<kQ4_0> { static constexpr int E = 32, CH = 1, TAIL = 1, U = 8, BB = 18; };
+template <> struct PanelFmt<kQ8_0> { static constexpr int E = 32, CH = 2, TAIL = 1, U = 4, BB = 34; };
+template <> struct PanelFmt<kQ4_K> { static constexpr int E = 256, CH = 9, TAIL = 0, U = 1, BB = 144; };
+template <> struct PanelFmt<kQ6_K> { static constexpr int E = 256, CH = 13, TAIL = 1, U = 1, BB = 210; };
+
+template <int T>
+__host__ __device__ constexpr size_t panel_unit_bytes() {
+  return size_t(PanelFmt<T>::CH) * 512 + (PanelFmt<T>::TAIL ? 64 : 0);
+}
+// Byte offset in a block of piece c, and of the 2-byte tail.
+template <int T>
+__device__ __forceinline__ int panel_piece_src(int c) {
+  if constexpr (T == kQ4_0) return 2;
+  else if constexpr (T == kQ8_0) return 2 + 16 * c;
+  else return 16 * c;  // F16 (one piece), Q4_K (d, dmin, scales, then qs), Q6_K (ql, qh, scales)
+}
+template <int T>
+__device__ __forceinline__ int panel_tail_src() {
+  return T == kQ6_K ? 208 : 0;
+}
+
+constexpr int kPanelWarps = 8, kPanelThreads = kPanelWarps * 32;
+
+// One thread per (row, unit, piece): copies the piece's bytes from the GGUF rows into the panel
+// (zeroed beforehand: pad rows and, for F16, the columns past k stay zero).
+template <int T>
+__global__ void panel_pack_kernel(const uint8_t* __restrict__ w, size_t w_stride, int64_t m, int64_t k,
+                                  int64_t n_units, uint8_t* __restrict__ panel) {
+  using F = PanelFmt<T>;
+  constexpr int P = F::CH + F::TAIL;
+  const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= m * n_units * P) return;
+  const int piece = int(idx % P);
+  const int64_t u = (idx / P) % n_units, r = idx / P / n_units;
+  const int64_t g = r / 32;
+  const int lane = int(r % 32);
+  uint8_t* unit = panel + (size_t(g) * n_units + u) * panel_unit_bytes<T>();
+  const uint8_t* row = w + size_t(r) * w_stride;
+  if (piece < F::CH) {
+    uint8_t* dst = unit + 512 * piece + 16 * lane;
+    if constexpr (T == kF16) {
+      const int64_t row_bytes = 2 * k;
+      for (int j = 0; j < 16; ++j) dst[j] = 16 * u + j < row_bytes ? row[16 * u + j] : 0;
+    } else {
+      const uint8_t* src = row + size_t(u) * F::BB + panel_piece_src<T>(piece);
+      for (int j = 0; j < 16; ++j) dst[j] = src[j];
+    }
+  } else {
+    uint8_t* dst = unit + 512 * F::CH + 2 * lane;
+    const uint8_t* src = row + size_t(u) * F::BB + panel_tail_src<T>();
+    dst[0] = src[0];
+    dst[1] = src[1];
+  }
+}
+
+constexpr float kMagic = 8388608.f;  // 2^23: (q | 0x4B000000) reads as 2^23 + q
+constexpr uint32_t kMagicBits = 0x4B000000u;
+__device__ __forceinline__ float magic(uint32_t bits) { return __uint_as_float(bits | kMagicBits); }
+__device__ __forceinline__ float h2f_bits(uint32_t bits16) { return __half2float(__ushort_as_half(uint16_t(bits16))); }
+__device__ __forceinline__ uint32_t word_of(const uint4& v, int i) {
+  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+// Byte t of w (unsigned, as 0..255 in the low byte) as the float 2^23 + byte.
+__device__ __forceinline__ float magic_byte(uint32_t w, int t) {
+  return __uint_as_float(__byte_perm(w, kMagicBits, 0x7440 | t));
+}
+
+// sum over the unit's E elements of w[e] * x[e] for this lane's row.
+template <int T>
+__device__ __forceinline__ float panel_unit_dot(const uint4 (&q)[PanelFmt<T>::CH], uint32_t tail,
+                                                const float* __restrict__ xs, const float* __restrict__ xsum) {
+  const float4* x4 = reinterpret_cast<const float4*>(xs);
+  if constexpr (T == kF16) {
+    const float4 xa = x4[0], xb = x4[1];
+    const float2 w0 = __half22float2(*reinterpret_cast<const __half2*>(&q[0].x));
+    const float2 w1 = __half22float2(*reinterpret_cast<const __half2*>(&q[0].y));
+    const float2 w2 = __half22float2(*reinterpret_cast<const __half2*>(&q[0].z));
+    const float2 w3 = __half22float2(*reinterpret_cast<const __half2*>(&q[0].w));
+    float a = w0.x * xa.x;
+    a = fmaf(w0.y, xa.y, a);
+    a = fmaf(w1.x, xa.z, a);
+    a = fmaf(w1.y, xa.w, a);
+    float b = w2.x * xb.x;
+    b = fmaf(w2.y, xb.y, b);
+    b = fmaf(w3.x, xb.z, b);
+    b = fmaf(w3.y, xb.w, b);
+    return a + b;
+  } else if constexpr (T == kQ4_0) {
+    // byte j: low nibble element j, high nibble element 16 + j; word i holds bytes 4i..4i+3.
+    float a1 = 0.f, a16 = 0.f, a256 = 0.f, a4096 = 0.f;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float4 xl = x4[i], xh = x4[4 + i];
+      uint32_t v = word_of(q[0], i);
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const float l0 = half ? xl.z : xl.x, l1 = half ? xl.w : xl.y;
+        const float h0 = half ? xh.z : xh.x, h1 = half ? xh.w : xh.y;
+        a1 = fmaf(magic(v & 0xFu) - (kMagic + 8.f), l0, a1);
+        a16 = fmaf(magic(v & 0xF0u) - (kMagic + 128.f), h0, a16);
+        a256 = fmaf(magic(v & 0xF00u) - (kMagic + 2048.f), l1, a256);
+        a4096 = fmaf(magic(v & 0xF000u) - (kMagic + 32768.f), h1, a4096);
+        v >>= 16;
+      }
+    }
+    return h2f_bits(tail) * ((a1 + a16 * 0.0625f) + (a256 * 0.00390625f + a4096 * 0.000244140625f));
+  } else if constexpr (T == kQ8_0) {
+    float a = 0.f, b = 0.f;
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const float4 xv = x4[4 * c + i];
+        const uint32_t u = word_of(q[c], i) ^ 0x80808080u;  // offset binary: byte = q + 128
+        a = fmaf(magic_byte(u, 0) - (kMagic + 128.f), xv.x, a);
+        b = fmaf(magic_byte(u, 1) - (kMagic + 128.f), xv.y, b);
+        a = fmaf(magic_byte(u, 2) - (kMagic + 128.f), xv.z, a);
+        b = fmaf(magic_byte(u, 3) - (kMagic + 128.f), xv.w, b);
+      }
+    }
+    return h2f_bits(tail) * (a + b);
+  } else if constexpr (T == kQ4_K) {
+    // piece 0: d, dmin, scales[12]; pieces 1..8: qs (pair p = 32 bytes: low nibbles sub-block 2p,
+    // high nibbles sub-block 2p + 1, element l at byte l).
+    const float d = h2f_bits(q[0].x & 0xFFFFu), dmin = h2f_bits(q[0].x >> 16);
+    uint32_t sb[12];
+#pragma unroll
+    for (int j = 0; j < 12; ++j) sb[j] = (word_of(q[0], 1 + j / 4) >> (8 * (j % 4))) & 0xFFu;
+    float sum = 0.f;
+#pragma unroll
+    for (int p = 0; p < 4; ++p) {
+      float lo1 = 0.f, lo256 = 0.f, hi16 = 0.f, hi4096 = 0.f;
+#pragma unroll
+      for (int hc = 0; hc < 2; ++hc) {
+        const uint4 c = q[1 + 2 * p + hc];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const float4 xl = x4[(64 * p + 16 * hc + 4 * i) / 4], xh = x4[(64 * p + 32 + 16 * hc + 4 * i) / 4];
+          uint32_t v = word_of(c, i);
+#pragma unroll
+          for (int half = 0; half < 2; ++half) {
+            const float l0 = half ? xl.z : xl.x, l1 = half ? xl.w : xl.y;
+            const float h0 = half ? xh.z : xh.x, h1 = half ? xh.w : xh.y;
+            lo1 = fmaf(magic(v & 0xFu) - kMagic, l0, lo1);
+            hi16 = fmaf(magic(v & 0xF0u) - kMagic, h0, hi16);
+            lo256 = fmaf(magic(v & 0xF00u) - kMagic, l1, lo256);
+            hi4096 = fmaf(magic(v & 0xF000u) - kMagic, h1, hi4096);
+            v >>= 16;
+          }
+        }
+      }
+      int sc0, m0, sc1, m1;
+      const int j0 = 2 * p, j1 = 2 * p + 1;
+      // scale_min_k4 on the register copy of scales[12]
+      if (j0 < 4) { sc0 = sb[j0] & 63; m0 = sb[j0 + 4] & 63; }
+      else { sc0 = (sb[j0 + 4] & 0xF) | ((sb[j0 - 4] >> 6) << 4); m0 = (sb[j0 + 4] >> 4) | ((sb[j0] >> 6) << 4); }
+      if (j1 < 4) { sc1 = sb[j1] & 63; m1 = sb[j1 + 4] & 63; }
+      else { sc1 = (sb[j1 + 4] & 0xF) | ((sb[j1 - 4] >> 6) << 4); m1 = (sb[j1 + 4] >> 4) | ((sb[j1] >> 6) << 4); }
+      const float s_lo = lo1 + lo256 * 0.00390625f, s_hi = hi16 * 0.0625f + hi4096 * 0.000244140625f;
+      sum = fmaf(d * float(sc0), s_lo, sum);
+      sum = fmaf(d * float(sc1), s_hi, sum);
+      sum = fmaf(-(dmin * float(m0)), xsum[j0], sum);
+      sum = fmaf(-(dmin * float(m1)), xsum[j1], sum);
+    }
+    return sum;
+  } else if constexpr (T == kQ6_K) {
+    // pieces 0..7: ql[128], 8..11: qh[64], 12: scales[16] (int8); tail: d.
+    float sum = 0.f;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+#pragma unroll
+      for (int lq = 0; lq < 2; ++lq) {
+        const uint4 qa = q[4 * h + lq], qb = q[4 * h + 2 + lq], qhc = q[8 + 2 * h + lq];
+        float acc[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const uint32_t a = word_of(qa, i), b = word_of(qb, i), hq = word_of(qhc, i);
+          const uint32_t v[4] = {(a & 0x0F0F0F0Fu) | ((hq << 4) & 0x30303030u),
+                                 (b & 0x0F0F0F0Fu) | ((hq << 2) & 0x30303030u),
+                                 ((a >> 4) & 0x0F0F0F0Fu) | (hq & 0x30303030u),
+                                 ((b >> 4) & 0x0F0F0F0Fu) | ((hq >> 2) & 0x30303030u)};
+#pragma unroll
+          for (int s = 0; s < 4; ++s) {
+            const float4 xv = x4[(128 * h + 32 * s + 16 * lq + 4 * i) / 4];
+            acc[s] = fmaf(magic_byte(v[s], 0) - (kMagic + 32.f), xv.x, acc[s]);
+            acc[s] = fmaf(magic_byte(v[s], 1) - (kMagic + 32.f), xv.y, acc[s]);
+            acc[s] = fmaf(magic_byte(v[s], 2) - (kMagic + 32.f), xv.z, acc[s]);
+            acc[s] = fmaf(magic_byte(v[s], 3) - (kMagic + 32.f), xv.w, acc[s]);
+          }
+        }
+#pragma unroll
+        for (int s = 0; s < 4; ++s) {
+          const int si = 8 * h + lq + 2 * s;
+          const int sc = int(int8_t(uint8_t(word_of(q[12], si / 4) >> (8 * (si % 4)))));
+          sum = fmaf(float(sc), acc[s], sum);
+        }
+      }
+    }
+    return h2f_bits(tail) * sum;
+  } else {
+    static_assert(T < 0, "no panel format");
+    return 0.f;
+  }
+}
+
+// out[r] = sum_k w[r, k] x[k] on panels: block g = rows 32g..32g+31, warp w the units
+// [n_units * w / 8, n_units * (w + 1) / 8). Shared memory: x (n_units * E floats, zero past k),
+// for Q4_K the sums of each 32 elements of x, then the warps' partial sums.
+template <int T>
+__global__ void __launch_bounds__(kPanelThreads) panel_matvec_kernel(const uint8_t* __restrict__ panel,
+                                                                     const float* __restrict__ x,
+                                                                     float* __restrict__ out, int64_t m, int64_t k,
+                                                                     int64_t n_units) {
+  using F = PanelFmt<T>;
+  constexpr size_t UB = panel_unit_bytes<T>();
+  extern __shared__ float4 panel_smem[];
+  float* xs = reinterpret_cast<float*>(panel_smem);
+  float* xsum = xs + n_units * F::E;                         // Q4_K: n_units * 8 floats
+  float* red = xsum + (T == kQ4_K ? n_units * 8 : 0);        // kPanelWarps * 32 floats
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t u0 = n_units * warp / kPanelWarps, u1 = n_units * (warp + 1) / kPanelWarps;
+  if constexpr (T == kQ4_K) {
+    for (int64_t c = u0 * 8; c < u1 * 8; ++c) {
+      const int64_t e = c * 32 + lane;
+      const float v = x[e];  // Q4_K rows are whole super-blocks: e < k
+      xs[e] = v;
+      const float s = warp_sum(v);
+      if (lane == 0) xsum[c] = s;
+    }
+  } else {
+    for (int64_t e = u0 * F::E + lane; e < u1 * F::E; e += 32) xs[e] = e < k ? x[e] : 0.f;
+  }
+  __syncwarp();
+  const uint8_t* base = panel + size_t(blockIdx.x) * size_t(n_units) * UB + 16 * lane;
+  float acc = 0.f;
+  for (int64_t u = u0; u < u1; u += F::U) {
+    uint4 q[F::U][F::CH];
+    uint32_t tail[F::U];
+#pragma unroll
+    for (int i = 0; i < F::U; ++i) {
+      if (u + i < u1) {
+        const uint8_t* ub = base + size_t(u + i) * UB;
+#pragma unroll
+        for (int c = 0; c < F::CH; ++c) q[i][c] = __ldg(reinterpret_cast<const uint4*>(ub + 512 * c));
+        if constexpr (F::TAIL) {
+          tail[i] = __ldg(reinterpret_cast<const uint16_t*>(ub - 16 * lane + 512 * F::CH + 2 * lane));
+        } else {
+          tail[i] = 0;
+        }
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < F::U; ++i) {
+      if (u + i < u1) acc += panel_unit_dot<T>(q[i], tail[i], xs + (u + i) * F::E, xsum + (u + i) * 8);
+    }
+  }
+  red[warp * 32 + lane] = acc;
+  __syncthreads();
+  if (warp == 0) {
+    float s = 0.f;
+#pragma unroll
+    for (int w = 0; w < kPanelWarps; ++w) s += red[w * 32 + lane];
+    const int64_t r = int64_t(blockIdx.x) * 32 + lane;
+    if (r < m) out[r] = s;
+  }
+}
+
+template <int T>
+size_t panel_smem_bytes(int64_t n_units) {
+  return (size_t(n_units) * PanelFmt<T>::E + (T == kQ4_K ? size_t(n_units) * 8 : 0) + kPanelThreads) * sizeof(float);
+}
+
+bool has_panel_format(GgmlType t) {
+  return t == GgmlType::kF16 || t == GgmlType::kQ4_0 || t == GgmlType::kQ8_0 || t == GgmlType::kQ4_K ||
+         t == GgmlType::kQ6_K;
+}
+
+// Runs BODY with constexpr int T for the panel types.
+#define ONEBIT_CUDA_PANEL_SWITCH(type, ...)      \
+  switch (int(type)) {                           \
+    ONEBIT_CUDA_TYPE_CASE(kF16, __VA_ARGS__)     \
+    ONEBIT_CUDA_TYPE_CASE(kQ4_0, __VA_ARGS__)    \
+    ONEBIT_CUDA_TYPE_CASE(kQ8_0, __VA_ARGS__)    \
+    ONEBIT_CUDA_TYPE_CASE(kQ4_K, __VA_ARGS__)    \
+    ONEBIT_CUDA_TYPE_CASE(kQ6_K, __VA_ARGS__)    \
+    default:                                     \
+      ONEBIT_CHECK_MSG(false, "cuda backend: no panel format for this type"); \
+  }
+
 __global__ void probe_kernel(int* p) {
   if (threadIdx.x == 0) *p = 0;
 }
@@ -555,9 +863,15 @@ __global__ void probe_kernel(int* p) {
 class CudaBuffer final : public BackendBuffer {
  public:
   CudaBuffer(uint8_t* p, size_t bytes) : ptr(p), bytes(bytes) {}
-  ~CudaBuffer() override { cudaFree(ptr); }
+  ~CudaBuffer() override {
+    cudaFree(ptr);
+    if (panel != nullptr) cudaFree(panel);
+  }
   uint8_t* ptr;
   size_t bytes;
+  // A weight's repacked copy for the decode matrix-vector (panel_matvec_kernel), or nullptr.
+  uint8_t* panel = nullptr;
+  int64_t panel_rows = 0, panel_cols = 0;
 };
 
 inline uint8_t* dptr(const Tensor& t, int64_t row = 0) {
@@ -584,9 +898,14 @@ constexpr size_t kMatvecSmemLimit = 160 * 1024;
 class CudaBackend final : public Backend {
  public:
   CudaBackend(int device, cudaStream_t stream, int* err, int* host_err)
-      : device_(device), stream_(stream), err_(err), host_err_(host_err), name_("cuda:" + std::to_string(device)) {}
+      : device_(device), stream_(stream), err_(err), host_err_(host_err), name_("cuda:" + std::to_string(device)) {
+    allow_large_smem();
+  }
   ~CudaBackend() override {
+    flush(false);
     cudaStreamSynchronize(stream_);
+    drop_graphs();
+    if (pinned_ != nullptr) cudaFreeHost(pinned_);
     buffers_.clear();
     if (scratch_ != nullptr) cudaFree(scratch_);
     cudaFree(err_);
@@ -608,11 +927,13 @@ class CudaBackend final : public Backend {
                         " needs " + std::to_string(t.row_stride_bytes * n_rows) + " bytes, got " +
                         std::to_string(bytes.size()));
     }
+    flush(false);
     auto buf = new_buffer(bytes.size());
     if (!buf.ok()) return buf.error();
     CUDA_OK(cudaMemcpyAsync((*buf)->ptr, bytes.data(), bytes.size(), cudaMemcpyHostToDevice, stream_));
-    CUDA_OK(cudaStreamSynchronize(stream_));  // the bytes need not outlive this call on a device backend
     t.buffer = *buf;
+    if (panels_ && has_panel_format(type) && n_rows > 0 && n_cols > 0) make_panel(t, **buf);
+    CUDA_OK(cudaStreamSynchronize(stream_));  // the bytes need not outlive this call on a device backend
     return t;
   }
 
@@ -621,6 +942,7 @@ class CudaBackend final : public Backend {
     ONEBIT_CHECK(n_rows >= 0 && n_cols >= 0);
     const size_t elem = type == GgmlType::kF16 ? 2 : 4;
     const size_t n_bytes = size_t(n_rows) * size_t(n_cols) * elem;
+    flush(false);
     auto buf = new_buffer(n_bytes);
     if (!buf.ok()) return buf.error();
     CUDA_OK(cudaMemsetAsync((*buf)->ptr, 0, std::max<size_t>(n_bytes, 1), stream_));
@@ -630,23 +952,94 @@ class CudaBackend final : public Backend {
   void free(const Tensor& t) override {
     const auto it = std::find_if(buffers_.begin(), buffers_.end(), [&](const auto& b) { return b.get() == t.buffer; });
     ONEBIT_CHECK_MSG(it != buffers_.end(), "free of a tensor this backend does not own");
+    flush(false);
     CUDA_OK(cudaStreamSynchronize(stream_));
+    drop_graphs();  // they may name the buffer's device memory
     buffers_.erase(it);
   }
 
   void write(const Tensor& dst, const void* src) override {
     const size_t rb = dst.row_bytes();
     if (dst.n_rows == 0 || rb == 0) return;
-    CUDA_OK(cudaMemcpy2DAsync(dptr(dst), pitch(dst), src, rb, rb, size_t(dst.n_rows), cudaMemcpyHostToDevice, stream_));
+    const size_t n = rb * size_t(dst.n_rows);
+    const size_t off = graphs_ ? stage(n) : kNoStage;
+    if (off == kNoStage) {  // eager, from the caller's (pageable) memory
+      flush(false);
+      CUDA_OK(cudaMemcpy2DAsync(dptr(dst), pitch(dst), src, rb, rb, size_t(dst.n_rows), cudaMemcpyHostToDevice, stream_));
+      return;
+    }
+    std::memcpy(pinned_ + off, src, n);
+    sig_.add(kOpWrite, dst, off, n);
+    uint8_t* from = pinned_ + off;
+    defer([=, this] {
+      CUDA_OK(cudaMemcpy2DAsync(dptr(dst), pitch(dst), from, rb, rb, size_t(dst.n_rows), cudaMemcpyHostToDevice, stream_));
+    });
   }
 
   void read(const Tensor& src, void* dst) override {
     const size_t rb = src.row_bytes();
     if (src.n_rows == 0 || rb == 0) return;
-    CUDA_OK(cudaMemcpy2DAsync(dst, rb, dptr(src), pitch(src), rb, size_t(src.n_rows), cudaMemcpyDeviceToHost, stream_));
+    const size_t n = rb * size_t(src.n_rows);
+    const size_t off = graphs_ ? stage(n) : kNoStage;
+    if (off == kNoStage) {
+      flush(false);
+      CUDA_OK(cudaMemcpy2DAsync(dst, rb, dptr(src), pitch(src), rb, size_t(src.n_rows), cudaMemcpyDeviceToHost, stream_));
+      return;
+    }
+    sig_.add(kOpRead, src, off, n);
+    uint8_t* to = pinned_ + off;
+    reads_.push_back(HostRead{dst, to, n});
+    defer([=, this] {
+      CUDA_OK(cudaMemcpy2DAsync(to, rb, dptr(src), pitch(src), rb, size_t(src.n_rows), cudaMemcpyDeviceToHost, stream_));
+    });
+  }
+
+  // Ops are deferred to here (when graphs are on): the step's ops run from a CUDA graph captured
+  // the second time the same sequence of ops (same kernels, tensors and parameters) is seen, so
+  // a repeated decode step is one launch; a new sequence runs op by op.
+  void get_rows(const Tensor& table, const Tensor& ids, const Tensor& out) override {
+    op(kOpGetRows, [=, this] { get_rows_now(table, ids, out); }, table, ids, out);
+  }
+  void rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out) override {
+    op(kOpRmsNorm, [=, this] { rms_norm_now(x, weight, eps, out); }, x, weight, eps, out);
+  }
+  void matmul(const Tensor& w, const Tensor& x, const Tensor& out) override {
+    op(kOpMatmul, [=, this] { matmul_now(w, x, out); }, w, x, out);
+  }
+  void add(const Tensor& a, const Tensor& b, const Tensor& out) override {
+    op(kOpAdd, [=, this] { add_now(a, b, out); }, a, b, out);
+  }
+  void swiglu(const Tensor& gate, const Tensor& up, const Tensor& out) override {
+    op(kOpSwiglu, [=, this] { swiglu_now(gate, up, out); }, gate, up, out);
+  }
+  void softmax(const Tensor& x, const Tensor& out) override {
+    op(kOpSoftmax, [=, this] { softmax_now(x, out); }, x, out);
+  }
+  void copy(const Tensor& src, const Tensor& dst) override {
+    // An overlapping copy goes through scratch: grow it now (it synchronizes), not while capturing.
+    if (src.buffer == dst.buffer && src.n_rows > 0) scratch(src.row_bytes() * size_t(src.n_rows));
+    op(kOpCopy, [=, this] { copy_now(src, dst); }, src, dst);
+  }
+  void store_kv(const Tensor& src, const Tensor& slots, const Tensor& dst) override {
+    op(kOpStoreKv, [=, this] { store_kv_now(src, slots, dst); }, src, slots, dst);
+  }
+  void rope(const Tensor& x, const Tensor& positions, const RopeParams& p) override {
+    op(kOpRope, [=, this] { rope_now(x, positions, p); }, x, positions, p);
+  }
+  void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                 const AttentionParams& p) override {
+    op(kOpAttention, [=, this] { attention_now(q, k, v, out, p); }, q, k, v, out, p);
+  }
+  void paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool, const Tensor& positions,
+                       const Tensor& seq_ids, const Tensor& block_tables, const Tensor& out,
+                       const PagedAttentionParams& p) override {
+    op(kOpPagedAttention,
+       [=, this] { paged_attention_now(q, k_pool, v_pool, positions, seq_ids, block_tables, out, p); }, q, k_pool,
+       v_pool, positions, seq_ids, block_tables, out, p);
   }
 
   void synchronize() override {
+    run_step();
     CUDA_OK(cudaMemcpyAsync(host_err_, err_, sizeof(int), cudaMemcpyDeviceToHost, stream_));
     CUDA_OK(cudaStreamSynchronize(stream_));
     if (*host_err_ != 0) {
@@ -658,9 +1051,12 @@ class CudaBackend final : public Backend {
       if (e & kErrSeq) msg += " paged_attention sequence id or position outside the block tables;";
       ONEBIT_CHECK_MSG(e == 0, msg.c_str());
     }
+    for (const HostRead& r : reads_) std::memcpy(r.dst, r.from, r.n);
+    reads_.clear();
+    staged_ = 0;
   }
 
-  void get_rows(const Tensor& table, const Tensor& ids, const Tensor& out) override {
+  void get_rows_now(const Tensor& table, const Tensor& ids, const Tensor& out) {
     ONEBIT_CHECK(ids.n_rows == 1 && ids.n_cols == out.n_rows && table.n_cols == out.n_cols);
     const int64_t n = out.n_rows, d = out.n_cols;
     if (n == 0 || d == 0) return;
@@ -672,7 +1068,7 @@ class CudaBackend final : public Backend {
     CUDA_LAUNCHED();
   }
 
-  void rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out) override {
+  void rms_norm_now(const Tensor& x, const Tensor& weight, float eps, const Tensor& out) {
     same_shape(x, out);
     ONEBIT_CHECK(weight.n_rows == 1 && weight.n_cols == x.n_cols);
     if (x.n_rows == 0) return;
@@ -682,12 +1078,13 @@ class CudaBackend final : public Backend {
     CUDA_LAUNCHED();
   }
 
-  void matmul(const Tensor& w, const Tensor& x, const Tensor& out) override {
+  void matmul_now(const Tensor& w, const Tensor& x, const Tensor& out) {
     ONEBIT_CHECK(w.n_cols == x.n_cols && out.n_rows == x.n_rows && out.n_cols == w.n_rows);
     const int64_t m = w.n_rows, n = x.n_rows, k = w.n_cols;
     if (m == 0 || n == 0) return;
     const float* xp = fptr(x);
     float* op = fptr(out);
+    if (n == 1 && panel_matvec(w, xp, op)) return;
     if (n == 1) {
       const bool smem = size_t(k) * sizeof(float) <= kMatvecSmemLimit;
       const size_t shm = smem ? size_t(k) * sizeof(float) : 0;
@@ -720,7 +1117,7 @@ class CudaBackend final : public Backend {
     CUDA_LAUNCHED();
   }
 
-  void add(const Tensor& a, const Tensor& b, const Tensor& out) override {
+  void add_now(const Tensor& a, const Tensor& b, const Tensor& out) {
     same_shape(a, out);
     ONEBIT_CHECK(b.n_cols == a.n_cols && (b.n_rows == a.n_rows || b.n_rows == 1));
     const int64_t n = a.n_rows, d = a.n_cols;
@@ -730,7 +1127,7 @@ class CudaBackend final : public Backend {
     CUDA_LAUNCHED();
   }
 
-  void swiglu(const Tensor& gate, const Tensor& up, const Tensor& out) override {
+  void swiglu_now(const Tensor& gate, const Tensor& up, const Tensor& out) {
     same_shape(gate, up);
     same_shape(gate, out);
     const int64_t n = gate.n_rows, d = gate.n_cols;
@@ -740,7 +1137,7 @@ class CudaBackend final : public Backend {
     CUDA_LAUNCHED();
   }
 
-  void softmax(const Tensor& x, const Tensor& out) override {
+  void softmax_now(const Tensor& x, const Tensor& out) {
     same_shape(x, out);
     if (x.n_rows == 0 || x.n_cols == 0) return;
     softmax_kernel<<<unsigned(x.n_rows), kRowThreads, 0, stream_>>>(fptr(x), fstride(x), fptr(out), fstride(out),
@@ -748,7 +1145,7 @@ class CudaBackend final : public Backend {
     CUDA_LAUNCHED();
   }
 
-  void copy(const Tensor& src, const Tensor& dst) override {
+  void copy_now(const Tensor& src, const Tensor& dst) {
     same_shape(src, dst);
     ONEBIT_CHECK(src.type == dst.type);
     const size_t rb = src.row_bytes();
@@ -766,7 +1163,7 @@ class CudaBackend final : public Backend {
     CUDA_OK(cudaMemcpy2DAsync(dptr(dst), pitch(dst), dptr(src), pitch(src), rb, rows, cudaMemcpyDeviceToDevice, stream_));
   }
 
-  void store_kv(const Tensor& src, const Tensor& slots, const Tensor& dst) override {
+  void store_kv_now(const Tensor& src, const Tensor& slots, const Tensor& dst) {
     ONEBIT_CHECK(src.type == GgmlType::kF32 && (dst.type == GgmlType::kF32 || dst.type == GgmlType::kF16));
     ONEBIT_CHECK(slots.type == GgmlType::kI32 && slots.n_rows == 1 && slots.n_cols == src.n_rows);
     ONEBIT_CHECK(src.n_cols == dst.n_cols);
@@ -778,7 +1175,7 @@ class CudaBackend final : public Backend {
     CUDA_LAUNCHED();
   }
 
-  void rope(const Tensor& x, const Tensor& positions, const RopeParams& p) override {
+  void rope_now(const Tensor& x, const Tensor& positions, const RopeParams& p) {
     ONEBIT_CHECK(x.n_cols == int64_t(p.n_heads) * p.head_dim);
     ONEBIT_CHECK(positions.type == GgmlType::kI32 && positions.n_rows == 1 && positions.n_cols == x.n_rows);
     ONEBIT_CHECK(p.n_rot > 0 && p.n_rot <= p.head_dim && p.n_rot % 2 == 0);
@@ -807,8 +1204,8 @@ class CudaBackend final : public Backend {
     CUDA_LAUNCHED();
   }
 
-  void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
-                 const AttentionParams& p) override {
+  void attention_now(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                 const AttentionParams& p) {
     ONEBIT_CHECK(q.type == GgmlType::kF32 && k.type == GgmlType::kF32 && v.type == GgmlType::kF32);
     ONEBIT_CHECK(p.n_kv_heads > 0 && p.n_heads % p.n_kv_heads == 0);
     ONEBIT_CHECK(q.n_cols == int64_t(p.n_heads) * p.head_dim);
@@ -828,9 +1225,9 @@ class CudaBackend final : public Backend {
     CUDA_LAUNCHED();
   }
 
-  void paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool, const Tensor& positions,
+  void paged_attention_now(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool, const Tensor& positions,
                        const Tensor& seq_ids, const Tensor& block_tables, const Tensor& out,
-                       const PagedAttentionParams& p) override {
+                       const PagedAttentionParams& p) {
     ONEBIT_CHECK(p.n_kv_heads > 0 && p.n_heads % p.n_kv_heads == 0 && p.head_dim > 0 && p.block_size > 0);
     ONEBIT_CHECK(q.type == GgmlType::kF32 && out.type == GgmlType::kF32);
     ONEBIT_CHECK(q.n_cols == int64_t(p.n_heads) * p.head_dim);
@@ -864,6 +1261,148 @@ class CudaBackend final : public Backend {
   }
 
  private:
+  // ---- deferred steps and CUDA graphs ----
+  enum OpTag : uint64_t {
+    kOpWrite = 1, kOpRead, kOpGetRows, kOpRmsNorm, kOpMatmul, kOpAdd, kOpSwiglu, kOpSoftmax, kOpCopy, kOpStoreKv,
+    kOpRope, kOpAttention, kOpPagedAttention
+  };
+  static constexpr size_t kNoStage = ~size_t(0);
+  static constexpr size_t kPinnedBytes = size_t(32) << 20;  // staging of one step's writes and reads
+  static constexpr size_t kMaxGraphs = 16;
+
+  // Two 64-bit hashes of everything that reaches a launch: the key of a step's graph.
+  struct StepKey {
+    uint64_t a = 1469598103934665603ull, b = 0x6a09e667f3bcc909ull;
+    bool operator==(const StepKey&) const = default;
+    void u64(uint64_t v) {
+      a = (a ^ v) * 1099511628211ull;
+      b ^= v + 0x9e3779b97f4a7c15ull + (b << 6) + (b >> 2);
+    }
+    void one(uint64_t v) { u64(v); }
+    void one(int v) { u64(uint64_t(int64_t(v))); }
+    void one(float v) { u64(__builtin_bit_cast(uint32_t, v)); }
+    void one(const Tensor& t) {
+      u64(t.buffer == nullptr ? 0 : reinterpret_cast<uintptr_t>(dptr(t)));
+      const CudaBuffer* cb = static_cast<const CudaBuffer*>(t.buffer);
+      u64(cb == nullptr || cb->panel == nullptr ? 0 : reinterpret_cast<uintptr_t>(cb->panel));
+      u64(uint64_t(t.type));
+      u64(uint64_t(t.n_rows));
+      u64(uint64_t(t.n_cols));
+      u64(t.row_stride_bytes);
+    }
+    void one(const RopeParams& p) {
+      add(p.n_heads, p.head_dim, p.n_rot, int(p.ordering), p.freq_base, int(p.scaling), p.scaling_factor,
+          p.original_context, p.yarn_beta_fast, p.yarn_beta_slow, p.yarn_ext_factor, p.yarn_attn_factor);
+      if (p.freq_factors.valid()) one(p.freq_factors);
+    }
+    void one(const AttentionParams& p) { add(p.n_heads, p.n_kv_heads, p.head_dim, p.scale, p.first_pos); }
+    void one(const PagedAttentionParams& p) { add(p.n_heads, p.n_kv_heads, p.head_dim, p.scale, p.block_size); }
+    template <class... A>
+    void add(const A&... args) {
+      (one(args), ...);
+    }
+  };
+  struct StepKeyHash {
+    size_t operator()(const StepKey& k) const { return size_t(k.a ^ (k.b * 31)); }
+  };
+  struct Graph {
+    cudaGraphExec_t exec = nullptr;  // nullptr: seen once, not captured yet
+  };
+  struct HostRead {
+    void* dst;
+    const uint8_t* from;
+    size_t n;
+  };
+
+  template <class F, class... A>
+  void op(OpTag tag, F&& f, const A&... args) {
+    if (!graphs_) return f();
+    sig_.add(uint64_t(tag), args...);
+    defer(std::forward<F>(f));
+  }
+  template <class F>
+  void defer(F&& f) {
+    pending_.emplace_back(std::forward<F>(f));
+  }
+  // A piece of pinned staging of n bytes (16-byte aligned) for this step, or kNoStage.
+  size_t stage(size_t n) {
+    if (pinned_ == nullptr) {
+      if (cudaMallocHost(reinterpret_cast<void**>(&pinned_), kPinnedBytes) != cudaSuccess) {
+        cudaGetLastError();
+        pinned_ = nullptr;
+        graphs_ = false;
+        return kNoStage;
+      }
+    }
+    const size_t off = (staged_ + 15) / 16 * 16;
+    if (off + n > kPinnedBytes) return kNoStage;
+    staged_ = off + n;
+    return off;
+  }
+  // Runs the deferred ops one by one; `graphable` false marks the step as not a graph's (a
+  // memory call or an unstaged copy came in the middle of it).
+  void flush(bool graphable) {
+    if (pending_.empty()) return;
+    for (auto& f : pending_) f();
+    pending_.clear();
+    if (!graphable) broken_ = true;
+  }
+  void run_step() {
+    if (pending_.empty()) {
+      sig_ = StepKey{};
+      broken_ = false;
+      return;
+    }
+    const StepKey key = sig_;
+    const bool whole = !broken_;
+    sig_ = StepKey{};
+    broken_ = false;
+    if (!whole) return flush(true);
+    auto it = graphs_of_.find(key);
+    if (it == graphs_of_.end()) {  // first time: op by op, remembered
+      if (graphs_of_.size() >= kMaxGraphs) drop_graphs();
+      graphs_of_.emplace(key, Graph{});
+      return flush(true);
+    }
+    if (it->second.exec == nullptr) {  // second time: capture, then replay from now on
+      cudaGraph_t g = nullptr;
+      CUDA_OK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+      for (auto& f : pending_) f();
+      pending_.clear();
+      CUDA_OK(cudaStreamEndCapture(stream_, &g));
+      CUDA_OK(cudaGraphInstantiate(&it->second.exec, g, 0));
+      CUDA_OK(cudaGraphDestroy(g));
+    }
+    pending_.clear();
+    CUDA_OK(cudaGraphLaunch(it->second.exec, stream_));
+  }
+  void drop_graphs() {
+    for (auto& [k, g] : graphs_of_) {
+      if (g.exec != nullptr) cudaGraphExecDestroy(g.exec);
+    }
+    graphs_of_.clear();
+  }
+  // Every kernel that may take more than 48 KiB of dynamic shared memory is allowed it once here
+  // (not at launch: a launch may be under stream capture).
+  void allow_large_smem() {
+    for (int t : {kF32, kF16, kBF16, kQ4_0, kQ4_1, kQ5_0, kQ5_1, kQ8_0, kQ4_K, kQ5_K, kQ6_K}) {
+      ONEBIT_CUDA_TYPE_SWITCH(t, {
+        CUDA_OK(cudaFuncSetAttribute(reinterpret_cast<const void*>(&matvec_kernel<T>),
+                                     cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMatvecSmemLimit)));
+        CUDA_OK(cudaFuncSetAttribute(reinterpret_cast<const void*>(&matvec_multi_kernel<T>),
+                                     cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMatvecSmemLimit)));
+      });
+      smem_attr_set_[t & 31] = multi_smem_set_[t & 31] = true;
+    }
+    for (int t : {kF16, kQ4_0, kQ8_0, kQ4_K, kQ6_K}) {
+      ONEBIT_CUDA_PANEL_SWITCH(t, {
+        CUDA_OK(cudaFuncSetAttribute(reinterpret_cast<const void*>(&panel_matvec_kernel<T>),
+                                     cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMatvecSmemLimit)));
+      });
+      panel_smem_set_[t & 31] = true;
+    }
+  }
+
   static size_t pitch(const Tensor& t) { return t.n_rows <= 1 ? std::max(t.row_bytes(), t.row_stride_bytes) : t.row_stride_bytes; }
 
   Result<CudaBuffer*> new_buffer(size_t n_bytes) {
@@ -888,12 +1427,77 @@ class CudaBackend final : public Backend {
     return scratch_;
   }
 
+  // The panel copy of weight t (panel_pack_kernel), when device memory allows (else none: the
+  // row kernels serve it).
+  void make_panel(const Tensor& t, CudaBuffer& buf) {
+    ONEBIT_CUDA_PANEL_SWITCH(t.type, {
+      using F = PanelFmt<T>;
+      const int64_t n_units = (t.n_cols + F::E - 1) / F::E;
+      const int64_t groups = (t.n_rows + 31) / 32;
+      const size_t bytes = size_t(groups) * size_t(n_units) * panel_unit_bytes<T>();
+      if (panel_smem_bytes<T>(n_units) > kMatvecSmemLimit) return;
+      void* p = nullptr;
+      if (cudaMalloc(&p, bytes) != cudaSuccess) {
+        cudaGetLastError();
+        return;
+      }
+      CUDA_OK(cudaMemsetAsync(p, 0, bytes, stream_));
+      const int64_t total = t.n_rows * n_units * (F::CH + F::TAIL);
+      panel_pack_kernel<T><<<blocks_for(total, 256), 256, 0, stream_>>>(buf.ptr, t.row_stride_bytes, t.n_rows,
+                                                                        t.n_cols, n_units, static_cast<uint8_t*>(p));
+      CUDA_LAUNCHED();
+      buf.panel = static_cast<uint8_t*>(p);
+      buf.panel_rows = t.n_rows;
+      buf.panel_cols = t.n_cols;
+    });
+  }
+
+  // out = w x for one activation row on w's panel copy; false when w has none (or is a view).
+  bool panel_matvec(const Tensor& w, const float* x, float* out) {
+    const CudaBuffer* b = static_cast<const CudaBuffer*>(w.buffer);
+    if (b->panel == nullptr || w.offset_bytes != 0 || w.n_rows != b->panel_rows || w.n_cols != b->panel_cols) {
+      return false;
+    }
+    ONEBIT_CUDA_PANEL_SWITCH(w.type, {
+      const int64_t n_units = (w.n_cols + PanelFmt<T>::E - 1) / PanelFmt<T>::E;
+      const size_t shm = panel_smem_bytes<T>(n_units);
+      if (shm > 48 * 1024 && !panel_smem_set_[int(w.type) & 31]) {
+        CUDA_OK(cudaFuncSetAttribute(reinterpret_cast<const void*>(&panel_matvec_kernel<T>),
+                                     cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMatvecSmemLimit)));
+        panel_smem_set_[int(w.type) & 31] = true;
+      }
+      panel_matvec_kernel<T><<<blocks_for(w.n_rows, 32), kPanelThreads, shm, stream_>>>(b->panel, x, out, w.n_rows,
+                                                                                        w.n_cols, n_units);
+    });
+    CUDA_LAUNCHED();
+    return true;
+  }
+
   void ensure_smem_attr(int type, const void* fn) {
     if (smem_attr_set_[type & 31]) return;
     CUDA_OK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMatvecSmemLimit)));
     smem_attr_set_[type & 31] = true;
   }
 
+  // Deferred steps (ONEBIT_CUDA_GRAPHS=0 runs every op at its call, as before graphs).
+  bool graphs_ = [] {
+    const char* e = std::getenv("ONEBIT_CUDA_GRAPHS");
+    return e == nullptr || std::string(e) != "0";
+  }();
+  std::vector<std::function<void()>> pending_;
+  StepKey sig_;
+  bool broken_ = false;
+  std::unordered_map<StepKey, Graph, StepKeyHash> graphs_of_;
+  uint8_t* pinned_ = nullptr;
+  size_t staged_ = 0;
+  std::vector<HostRead> reads_;
+  bool panel_smem_set_[32] = {};  // panel_matvec_kernel<type> allowed more than 48 KiB
+  // Panel copies of F16 / Q4_0 / Q8_0 / Q4_K / Q6_K weights (ONEBIT_CUDA_PANELS=0 turns them off,
+  // for comparisons: decode then runs on the row kernels).
+  bool panels_ = [] {
+    const char* e = std::getenv("ONEBIT_CUDA_PANELS");
+    return e == nullptr || std::string(e) != "0";
+  }();
   bool multi_smem_set_[32] = {};  // matvec_multi_kernel<type> allowed more than 48 KiB of shared memory
   int device_;
   cudaStream_t stream_;
@@ -944,6 +1548,45 @@ std::unique_ptr<Backend> make_cuda_backend(int device, std::string* why_not) {
   }
   *host_err = 0;
   return std::make_unique<CudaBackend>(device, stream, err, host_err);
+}
+
+double cuda_copy_bandwidth_gbs(int device, size_t n_bytes, int reps, std::string* why_not) {
+  auto fail = [&](const char* what, cudaError_t e) {
+    if (why_not != nullptr) *why_not = std::string(what) + ": " + cudaGetErrorString(e);
+    cudaGetLastError();
+    return 0.0;
+  };
+  cudaError_t e = cudaSetDevice(device);
+  if (e != cudaSuccess) return fail("cudaSetDevice", e);
+  void *a = nullptr, *b = nullptr;
+  if ((e = cudaMalloc(&a, n_bytes)) != cudaSuccess) return fail("cudaMalloc", e);
+  if ((e = cudaMalloc(&b, n_bytes)) != cudaSuccess) {
+    cudaFree(a);
+    return fail("cudaMalloc", e);
+  }
+  cudaStream_t s = nullptr;
+  cudaEvent_t e0 = nullptr, e1 = nullptr;
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CUDA_OK(cudaEventCreate(&e0));
+  CUDA_OK(cudaEventCreate(&e1));
+  CUDA_OK(cudaMemsetAsync(a, 1, n_bytes, s));
+  CUDA_OK(cudaMemcpyAsync(b, a, n_bytes, cudaMemcpyDeviceToDevice, s));  // warm-up
+  float best_ms = 1e30f;
+  for (int r = 0; r < std::max(reps, 1); ++r) {
+    CUDA_OK(cudaEventRecord(e0, s));
+    CUDA_OK(cudaMemcpyAsync(r % 2 ? a : b, r % 2 ? b : a, n_bytes, cudaMemcpyDeviceToDevice, s));
+    CUDA_OK(cudaEventRecord(e1, s));
+    CUDA_OK(cudaEventSynchronize(e1));
+    float ms = 0;
+    CUDA_OK(cudaEventElapsedTime(&ms, e0, e1));
+    best_ms = std::min(best_ms, ms);
+  }
+  CUDA_OK(cudaEventDestroy(e0));
+  CUDA_OK(cudaEventDestroy(e1));
+  CUDA_OK(cudaStreamDestroy(s));
+  CUDA_OK(cudaFree(a));
+  CUDA_OK(cudaFree(b));
+  return 2.0 * double(n_bytes) / (double(best_ms) * 1e-3) / 1e9;
 }
 
 }  // namespace onebit

@@ -17,4 +17,10 @@ namespace onebit {
 // is skipped there and reported as a CHECK failure at the next synchronize().
 std::unique_ptr<Backend> make_cuda_backend(int device, std::string* why_not);
 
+// Device-to-device copy bandwidth of GPU `device` in GB/s (1e9 bytes/s), counting the bytes read
+// plus the bytes written (a D2D copy of n_bytes moves 2 * n_bytes): cudaMemcpyAsync between two
+// buffers of n_bytes, timed with events, the best of `reps` after one warm-up. The memory roofline
+// of the benchmarks (bench/e2e_bench.cpp). 0 with *why_not set when no CUDA device is usable.
+double cuda_copy_bandwidth_gbs(int device, size_t n_bytes, int reps, std::string* why_not);
+
 }  // namespace onebit
