@@ -10,6 +10,7 @@ PACKAGES=(
   nlohmann-json3-dev libcpp-httplib-dev libhwy-dev
   unicode-data                      # tools/gen_unicode_tables.py reads the UCD from here
   python3 python3-jinja2            # template goldens (tools/)
+  python3-jsonschema                # structured-output tests validate replies with it
   gnuplot-nox                       # 1bit bench draws bench.png with it
 )
 

@@ -10,7 +10,6 @@ namespace {
 using ordered_json = nlohmann::ordered_json;
 
 constexpr const char* kLogprobs = "llama-server's form; send OpenAI's logprobs (and top_logprobs in chat)";
-constexpr const char* kStructured = "structured output (JSON schema, grammars) is not built yet";
 constexpr const char* kTools = "tool calls are not parsed yet; the template gets `tools`, the reply is text";
 constexpr const char* kSampler = "this sampler is not built (top_k, top_p, min_p and temperature are)";
 
@@ -58,6 +57,9 @@ const std::vector<FieldInfo>& request_fields() {
       {"top_p", kBothEndpoints, S::kImplemented, "", ""},
       {"min_p", kBothEndpoints, S::kImplemented, "", ""},
       {"seed", kBothEndpoints, S::kImplemented, "", ""},
+      {"response_format", kBothEndpoints, S::kImplemented, "", ""},
+      {"json_schema", kBothEndpoints, S::kImplemented, "", ""},
+      {"grammar", kBothEndpoints, S::kImplemented, "", ""},
       {"stop", kBothEndpoints, S::kImplemented, "", ""},
       {"stream", kBothEndpoints, S::kImplemented, "", ""},
       {"stream_options", kBothEndpoints, S::kImplemented, "", ""},
@@ -89,7 +91,6 @@ const std::vector<FieldInfo>& request_fields() {
       {"penalize_nl", kBothEndpoints, S::kNeutralOnly, "false", "dropped by llama.cpp; newlines are penalized like any token"},
       {"n_probs", kBothEndpoints, S::kNeutralOnly, "0", kLogprobs},
       {"post_sampling_probs", kBothEndpoints, S::kNeutralOnly, "false", kLogprobs},
-      {"response_format", kBothEndpoints, S::kNeutralOnly, R"({"type":"text"})", kStructured},
       {"tool_choice", kChatOnly, S::kNeutralOnly, "\"auto\"", kTools},
       {"parallel_tool_calls", kChatOnly, S::kNeutralOnly, "true", kTools},
       {"typical_p", kBothEndpoints, S::kNeutralOnly, "1", kSampler},
@@ -113,8 +114,6 @@ const std::vector<FieldInfo>& request_fields() {
       {"return_tokens", kBothEndpoints, S::kNeutralOnly, "false", "token ids in replies are not built"},
       {"modalities", kChatOnly, S::kNeutralOnly, R"(["text"])", "only text is produced"},
       // Refused.
-      {"grammar", kBothEndpoints, S::kRefused, "", kStructured},
-      {"json_schema", kBothEndpoints, S::kRefused, "", kStructured},
       {"functions", kChatOnly, S::kRefused, "", "deprecated by OpenAI; send `tools`"},
       {"function_call", kChatOnly, S::kRefused, "", "deprecated by OpenAI; send `tool_choice`"},
       {"audio", kChatOnly, S::kRefused, "", "only text is produced"},

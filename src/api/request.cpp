@@ -2,6 +2,8 @@
 #include "api/request.h"
 
 #include "api/fields.h"
+#include "grammar/grammar.h"
+#include "grammar/json_schema.h"
 
 #include <algorithm>
 #include <cmath>
@@ -334,6 +336,80 @@ ApiResult<bool> parse_options(const ordered_json& body, CompletionRequest& r) {
   return true;
 }
 
+// A JSON schema as GBNF; `where` names the field in errors.
+ApiResult<bool> schema_grammar(const ordered_json& schema, const std::string& where, CompletionRequest& r) {
+  if (!schema.is_object() && !schema.is_boolean()) return wrong_type(where, "a JSON schema (an object)", schema);
+  auto gbnf = grammar::json_schema_to_gbnf(schema);
+  if (!gbnf.ok()) return invalid_request("'" + where + "': " + gbnf.message());
+  r.grammar = std::move(*gbnf);
+  r.grammar_field = where;
+  return true;
+}
+
+// Structured output: OpenAI's response_format, llama-server's json_schema and grammar; one at most.
+ApiResult<bool> parse_structured(const ordered_json& body, CompletionRequest& r) {
+  std::vector<std::string> given;
+  for (const char* name : {"response_format", "json_schema", "grammar"}) {
+    auto it = body.find(name);
+    if (it == body.end() || it->is_null()) continue;
+    if (std::string(name) == "response_format" && it->is_object() && it->value("type", "") == "text" && it->size() == 1) continue;
+    given.push_back(name);
+  }
+  if (given.size() > 1) {
+    return invalid_request("'" + given[0] + "' and '" + given[1] + "' both constrain the output; send one of them");
+  }
+  if (given.empty()) return true;
+  const ordered_json& v = body[given[0]];
+  if (given[0] == "grammar") {
+    if (!v.is_string()) return wrong_type("grammar", "a string (GBNF)", v);
+    auto g = grammar::parse_gbnf(v.get<std::string>());
+    if (!g.ok()) return invalid_request("'grammar': " + g.message());
+    r.grammar = v.get<std::string>();
+    r.grammar_field = "grammar";
+    return true;
+  }
+  if (given[0] == "json_schema") return schema_grammar(v, "json_schema", r);
+  // response_format
+  if (!v.is_object()) return wrong_type("response_format", "an object", v);
+  const std::string type = v.contains("type") && v["type"].is_string() ? v["type"].get<std::string>() : "";
+  if (type == "json_object") {
+    for (const auto& [key, unused] : v.items()) {
+      if (key != "type" && key != "schema") {
+        return invalid_request("'response_format." + key + "' is not a field of the json_object format (type, schema)");
+      }
+    }
+    if (v.contains("schema")) return schema_grammar(v["schema"], "response_format.schema", r);
+    r.grammar = grammar::json_object_gbnf();
+    r.grammar_field = "response_format";
+    return true;
+  }
+  if (type == "json_schema") {
+    for (const auto& [key, unused] : v.items()) {
+      if (key != "type" && key != "json_schema") {
+        return invalid_request("'response_format." + key + "' is not a field of the json_schema format (type, json_schema)");
+      }
+    }
+    auto js = v.find("json_schema");
+    if (js == v.end() || !js->is_object()) {
+      return invalid_request("'response_format.json_schema' must be an object {\"name\", \"schema\", \"strict\"}");
+    }
+    for (const auto& [key, value] : js->items()) {
+      if (key == "name" || key == "description") {
+        if (!value.is_string()) return wrong_type("response_format.json_schema." + key, "a string", value);
+      } else if (key == "strict") {
+        if (!value.is_boolean() && !value.is_null()) return wrong_type("response_format.json_schema.strict", "a boolean", value);
+      } else if (key != "schema") {
+        return invalid_request("'response_format.json_schema." + key +
+                               "' is not a field of json_schema (name, description, schema, strict)");
+      }
+    }
+    // Without a schema any JSON value is allowed (OpenAI requires one; llama-server does not).
+    if (!js->contains("schema")) return schema_grammar(ordered_json::object(), "response_format.json_schema.schema", r);
+    return schema_grammar((*js)["schema"], "response_format.json_schema.schema", r);
+  }
+  return invalid_request("'response_format.type' is '" + type + "'; allowed: text, json_object, json_schema");
+}
+
 ApiResult<bool> parse_chat_fields(const ordered_json& body, CompletionRequest& r) {
   auto messages = parse_messages(body);
   if (!messages.ok()) return messages.error;
@@ -427,7 +503,8 @@ ApiResult<CompletionRequest> parse_completion_request(const std::string& body, E
   if (auto fields = check_request_fields(j, endpoint); !fields.ok()) return fields.error;
   CompletionRequest r;
   r.endpoint = endpoint;
-  for (auto step : {parse_limits, parse_sampling, parse_penalties, parse_logprobs, parse_stop, parse_options}) {
+  for (auto step : {parse_limits, parse_sampling, parse_penalties, parse_logprobs, parse_stop, parse_options,
+                    parse_structured}) {
     auto st = step(j, r);
     if (!st.ok()) return st.error;
   }

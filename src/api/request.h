@@ -70,6 +70,8 @@ struct CompletionRequest {
   int32_t draft_max = -1;                 // speculative.n_max: drafted tokens per step at most (0: this
                                           // request drafts nothing); -1: the server's --mtp-max
   bool ignore_eos = false;                 // end-of-generation tokens are never sampled (llama-server's)
+  std::string grammar;                     // structured output as GBNF (checked); empty: free text
+  std::string grammar_field;               // the field it came from (response_format, json_schema, grammar)
 };
 
 // JSON values a body may hold by default (see max_json_values).

@@ -112,12 +112,34 @@ ApiResult<SamplerParams> ApiService::sampler_params(const CompletionRequest& r) 
   return p;
 }
 
+std::shared_ptr<grammar::CompiledGrammar> ApiService::compiled_grammar(const std::string& gbnf) {
+  constexpr size_t kKeep = 8;  // grammars kept with their masks (each mask cache is bounded)
+  std::lock_guard<std::mutex> lock(grammar_mu_);
+  for (auto it = grammars_.begin(); it != grammars_.end(); ++it) {
+    if (it->first == gbnf) {
+      grammars_.splice(grammars_.begin(), grammars_, it);
+      return grammars_.front().second;
+    }
+  }
+  if (!token_table_) token_table_ = grammar::TokenTable::from_tokenizer(tokenizer_);
+  auto g = grammar::parse_gbnf(gbnf);
+  if (!g.ok()) return nullptr;  // parse_completion_request checked it
+  grammars_.emplace_front(gbnf, std::make_shared<grammar::CompiledGrammar>(std::move(*g), token_table_));
+  if (grammars_.size() > kKeep) grammars_.pop_back();
+  return grammars_.front().second;
+}
+
 ApiResult<std::unique_ptr<Completion>> ApiService::start_completion(const std::string& body, Endpoint endpoint) {
   auto parsed = parse_completion_request(body, endpoint, max_json_values(engine_.n_ctx()));
   if (!parsed.ok()) return parsed.error;
   const CompletionRequest& r = *parsed.value;
   auto sampler = sampler_params(r);
   if (!sampler.ok()) return sampler.error;
+  std::shared_ptr<grammar::CompiledGrammar> compiled;
+  if (!r.grammar.empty()) {
+    compiled = compiled_grammar(r.grammar);
+    if (!compiled) return invalid_request("'" + r.grammar_field + "': the grammar does not parse");
+  }
   const size_t n_prompts = r.endpoint == Endpoint::kChat ? 1 : r.prompts.size();
   const int64_t n_ctx = engine_.n_ctx();
   std::string rendered;
@@ -148,6 +170,7 @@ ApiResult<std::unique_ptr<Completion>> ApiService::start_completion(const std::s
       seq.ignore_eos = r.ignore_eos;
       seq.draft_max = r.draft_max;
       seq.pool = options_.pool;
+      if (compiled) seq.constraint = std::make_shared<grammar::GrammarConstraint>(compiled);
       if (j > 0 && r.cache_prompt) seq.after = leader;
       seqs.push_back(std::move(seq));
       setup.choice_prompt.push_back(static_cast<int32_t>(p));
@@ -164,7 +187,8 @@ ApiResult<std::unique_ptr<Completion>> ApiService::start_completion(const std::s
   setup.include_usage = r.include_usage;
   setup.n_logprobs = static_cast<int32_t>(r.logprobs);
   setup.text.stop = r.stop;
-  setup.text.split_reasoning = endpoint == Endpoint::kChat && r.split_reasoning;
+  // Under a grammar the reply is the grammar's text: no reasoning is split out of it.
+  setup.text.split_reasoning = endpoint == Endpoint::kChat && r.split_reasoning && r.grammar.empty();
   setup.text.starts_in_reasoning = setup.text.split_reasoning && ends_inside_think(rendered, setup.text.think_open);
   return std::make_unique<Completion>(std::move(setup), std::move(*handles), tokenizer_);
 }

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <atomic>
+#include <list>
+#include <mutex>
 #include <memory>
 #include <optional>
 #include <string>
@@ -13,6 +15,7 @@
 #include "api/completion.h"
 #include "api/request.h"
 #include "engine/engine.h"
+#include "grammar/matcher.h"
 #include "template/template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -51,6 +54,10 @@ class ApiService {
   // The sampler settings of `r`, checked (logit_bias ids against the vocabulary).
   ApiResult<SamplerParams> sampler_params(const CompletionRequest& r) const;
 
+  // The compiled grammar of `gbnf` over this vocabulary: one of the recent ones (their mask caches
+  // kept), else compiled now. The vocabulary table is built at the first use.
+  std::shared_ptr<grammar::CompiledGrammar> compiled_grammar(const std::string& gbnf);
+
   const Tokenizer& tokenizer_;
   Engine& engine_;
   ServiceOptions options_;
@@ -58,6 +65,9 @@ class ApiService {
   nlohmann::ordered_json special_tokens_;  // bos_token, eos_token for the template
   size_t max_piece_bytes_ = 0;              // the vocabulary's longest token, in bytes
   std::atomic<int64_t> next_id_{0};
+  std::mutex grammar_mu_;
+  std::shared_ptr<const grammar::TokenTable> token_table_;
+  std::list<std::pair<std::string, std::shared_ptr<grammar::CompiledGrammar>>> grammars_;  // most recent first
 };
 
 }  // namespace onebit

@@ -705,12 +705,29 @@ void Engine::sample_and_stream(const StepPlan& plan, double now) {
       if (live.request.ignore_eos) {
         for (TokenId id : end_tokens_) row[id] = -std::numeric_limits<float>::infinity();
       }
+      // A constraint masks each row as it stands after the tokens accepted before it, so a draft
+      // that leaves the grammar is rejected like any other mismatch.
+      TokenConstraint* constraint = live.request.constraint.get();
+      if (constraint && constraint->mask(std::span<float>(row, vocab)) == 0) {
+        finish(live, FinishReason::kError,
+               "the grammar allows no token of this model's vocabulary here (the text so far cannot be continued)");
+        ended = true;
+        break;
+      }
       const TokenId draft = i < n_draft ? seq.tokens[size_t(last + 1 + i)] : -1;
       const std::span<const TokenId> context(seq.tokens.data(), size_t(last + 1 + i));
       const TokenId token = live.sampler->sample(std::span<float>(row, vocab), context, size_t(seq.n_prompt),
                                                  want_logprobs ? &live.logprobs : nullptr, draft);
       if (token < 0) {
-        finish(live, FinishReason::kError, "no token can be sampled: logit_bias bans every token");
+        finish(live, FinishReason::kError,
+               constraint ? "no token can be sampled: logit_bias bans every token the grammar allows"
+                          : "no token can be sampled: logit_bias bans every token");
+        ended = true;
+        break;
+      }
+      if (constraint && !constraint->accept(token)) {
+        finish(live, FinishReason::kError, "internal error: the sampler chose token " + std::to_string(token) +
+                                               ", which the grammar's mask excluded");
         ended = true;
         break;
       }
@@ -718,7 +735,8 @@ void Engine::sample_and_stream(const StepPlan& plan, double now) {
       ++live.n_generated;
       live.stats.n_draft_accepted += token == draft;
       live.handle->push_token(token, want_logprobs ? &live.logprobs : nullptr);
-      if (!live.request.ignore_eos && options_.is_end && options_.is_end(token)) {
+      if ((!live.request.ignore_eos && options_.is_end && options_.is_end(token)) ||
+          (constraint && constraint->finished())) {
         finish(live, FinishReason::kEnd);
         ended = true;
       } else if (live.n_generated >= live.request.n_predict || last + 1 + i >= layout_.n_ctx) {

@@ -22,6 +22,7 @@
 #include "base/status.h"
 #include "engine/block_manager.h"
 #include "engine/drafter.h"
+#include "grammar/constraint.h"
 #include "engine/model_runner.h"
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
@@ -46,6 +47,9 @@ struct SequenceRequest {
   int32_t after = -1;           // submit_all: the index of an earlier request of the same call
                                 // whose prompt must be computed before this one is admitted, so
                                 // this one takes that prompt from the prefix cache (n > 1)
+  // A grammar the tokens must follow (one per request, never shared): its mask applies before
+  // sampling (and to every verified draft position), and the reply ends when it is complete.
+  std::shared_ptr<TokenConstraint> constraint = nullptr;
 };
 
 // Counts and times of one finished sequence.

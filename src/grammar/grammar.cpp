@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
-#include <functional>
 #include <map>
 
 #include "base/utf8.h"
@@ -195,6 +194,10 @@ class Parser {
     auto it = ids_.find(name);
     if (it != ids_.end()) return it->second;
     const int32_t id = static_cast<int32_t>(names_.size());
+    if (names_.size() == kMaxGrammarRules) {
+      fail_plain("the grammar has more than " + std::to_string(kMaxGrammarRules) +
+                 " rules (repetitions and groups make rules); make it smaller");
+    }
     ids_[name] = id;
     names_.push_back(name);
     rules_.emplace_back();
@@ -302,6 +305,10 @@ class Parser {
         seq.push_back(Elem{Element::kRule, rule_id(name, at), {}});
         have_atom = true;
       } else if (c == '(') {
+        if (++nesting_ > kMaxGroupNesting) {
+          fail_plain("groups nest deeper than " + std::to_string(kMaxGroupNesting) + " levels " + where());
+          return seq;
+        }
         ++pos_;
         skip_space(true);
         Alternatives inner = parse_alternatives(rule, true);
@@ -311,6 +318,7 @@ class Parser {
           return seq;
         }
         ++pos_;
+        --nesting_;
         atom_start = seq.size();
         seq.push_back(Elem{Element::kRule, new_rule(rule, std::move(inner)), {}});
         have_atom = true;
@@ -457,30 +465,36 @@ class Parser {
         }
       }
     }
+    // Depth-first search for a cycle, with an explicit stack (a request's grammar may chain
+    // thousands of rules).
     std::vector<int> color(n, 0);  // 0 new, 1 on the path, 2 done
-    std::vector<int32_t> path;
-    std::string cycle;
-    std::function<bool(int32_t)> visit = [&](int32_t r) {
-      color[size_t(r)] = 1;
-      path.push_back(r);
-      for (int32_t s : left[size_t(r)]) {
-        if (color[size_t(s)] == 1) {
-          auto from = std::find(path.begin(), path.end(), s);
-          for (auto it = from; it != path.end(); ++it) cycle += names_[size_t(*it)] + " -> ";
-          cycle += names_[size_t(s)];
-          return true;
+    std::vector<std::pair<int32_t, size_t>> stack;  // rule, next edge
+    for (size_t start = 0; start < n; ++start) {
+      if (color[start] != 0) continue;
+      stack.emplace_back(static_cast<int32_t>(start), 0);
+      color[start] = 1;
+      while (!stack.empty()) {
+        auto& [r, next] = stack.back();
+        if (next == left[size_t(r)].size()) {
+          color[size_t(r)] = 2;
+          stack.pop_back();
+          continue;
         }
-        if (color[size_t(s)] == 0 && visit(s)) return true;
-      }
-      path.pop_back();
-      color[size_t(r)] = 2;
-      return false;
-    };
-    for (size_t r = 0; r < n; ++r) {
-      if (color[r] == 0 && visit(static_cast<int32_t>(r))) {
-        return make_error("grammar: left recursion (" + cycle +
-                          ") can expand forever without matching a character; rewrite it with repetition "
-                          "(e.g. `list ::= item (\",\" item)*`)");
+        const int32_t s2 = left[size_t(r)][next++];
+        if (color[size_t(s2)] == 1) {
+          std::string cycle;
+          size_t from = 0;
+          while (stack[from].first != s2) ++from;
+          for (size_t i = from; i < stack.size(); ++i) cycle += names_[size_t(stack[i].first)] + " -> ";
+          cycle += names_[size_t(s2)];
+          return make_error("grammar: left recursion (" + cycle +
+                            ") can expand forever without matching a character; rewrite it with repetition "
+                            "(e.g. `list ::= item (\",\" item)*`)");
+        }
+        if (color[size_t(s2)] == 0) {
+          color[size_t(s2)] = 1;
+          stack.emplace_back(s2, 0);
+        }
       }
     }
     return ok_status();
@@ -496,6 +510,7 @@ class Parser {
   std::vector<size_t> refs_at_;  // where each rule name first appeared
   int32_t generated_ = 0;
   size_t n_elements_ = 0;
+  int nesting_ = 0;
 };
 
 void append_char(uint32_t cp, bool in_class, std::string& out) {

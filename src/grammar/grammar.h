@@ -37,9 +37,11 @@ struct Rule {
 };
 
 // Limits on what a grammar may be (a request sends it): the text, its rules, a repetition count.
-inline constexpr size_t kMaxGrammarBytes = 1 << 20;
-inline constexpr size_t kMaxGrammarElements = 1 << 20;
-inline constexpr int32_t kMaxRepetition = 4096;
+inline constexpr size_t kMaxGrammarBytes = 1 << 18;
+inline constexpr size_t kMaxGrammarElements = 1 << 16;
+inline constexpr size_t kMaxGrammarRules = 8192;
+inline constexpr int32_t kMaxRepetition = 1024;
+inline constexpr int kMaxGroupNesting = 64;
 
 struct Grammar {
   std::vector<Rule> rules;

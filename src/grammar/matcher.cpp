@@ -36,6 +36,17 @@ TokenTable::TokenTable(std::vector<std::string> pieces, std::vector<uint8_t> fla
     while (n < a.size() && n < b.size() && a[n] == b[n] && n < 0xFFFF) ++n;
     lcp_[i] = static_cast<uint16_t>(n);
   }
+  // Backwards: token i's block of shared first d bytes ends where the next block does, unless
+  // token i+1 leaves it (lcp < d).
+  const size_t n = sorted_.size();
+  skip1_.assign(n, uint32_t(n));
+  skip2_.assign(n, uint32_t(n));
+  for (size_t i = n; i-- > 0;) {
+    if (i + 1 < n) {
+      skip1_[i] = lcp_[i + 1] >= 1 ? skip1_[i + 1] : uint32_t(i + 1);
+      skip2_[i] = lcp_[i + 1] >= 2 ? skip2_[i + 1] : uint32_t(i + 1);
+    }
+  }
 }
 
 std::shared_ptr<const TokenTable> TokenTable::from_tokenizer(const Tokenizer& tokenizer) {
@@ -122,6 +133,15 @@ int32_t CompiledGrammar::intern_state(std::vector<int32_t>& tops) {
 }
 
 void CompiledGrammar::expand(int32_t pos, int32_t parent, std::vector<int32_t>& tops) {
+  // Rule chains deeper than this are cut (the grammar allows less, never more): a request's
+  // grammar must not exhaust the stack.
+  constexpr int kMaxDepth = 2000;
+  if (expand_depth_ >= kMaxDepth) return;
+  struct Depth {
+    int& d;
+    explicit Depth(int& x) : d(++x) {}
+    ~Depth() { --d; }
+  } depth(expand_depth_);
   const Element& e = grammar_.elements[size_t(pos)];
   switch (e.kind) {
     case Element::kChars:
@@ -234,10 +254,16 @@ std::vector<uint64_t> CompiledGrammar::compute_mask(MatchState s) {
   std::vector<int32_t> st(1, s.state);
   std::vector<uint32_t> pt(1, s.partial);
   size_t dead_at = SIZE_MAX;  // st[d] holds for d < dead_at (and up to the last token's length)
+  const std::vector<uint32_t>& skip1 = t.skip1();
+  const std::vector<uint32_t>& skip2 = t.skip2();
   for (size_t i = 0; i < sorted.size(); ++i) {
-    const std::string_view piece = t.sorted_piece(i);
     const size_t shared = i == 0 ? 0 : lcp[i];
-    if (dead_at <= shared) continue;  // a prefix this token shares cannot be matched
+    if (dead_at <= shared) {  // a prefix this token shares cannot be matched: skip its block
+      if (dead_at == 1 && skip1[i] > i + 1) i = skip1[i] - 1;
+      if (dead_at == 2 && skip2[i] > i + 1) i = skip2[i] - 1;
+      continue;
+    }
+    const std::string_view piece = t.sorted_piece(i);
     dead_at = SIZE_MAX;
     if (st.size() < piece.size() + 1) {
       st.resize(piece.size() + 1);

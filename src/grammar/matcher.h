@@ -49,9 +49,14 @@ class TokenTable {
   std::string_view sorted_piece(size_t i) const {
     return std::string_view(sorted_bytes_).substr(sorted_off_[i], sorted_off_[i + 1] - sorted_off_[i]);
   }
+  // [sorted]: the first sorted index after i whose piece does not start with the first 1 (2)
+  // bytes of piece i: where a walk that died at depth 1 (2) goes on.
+  const std::vector<uint32_t>& skip1() const { return skip1_; }
+  const std::vector<uint32_t>& skip2() const { return skip2_; }
   const std::vector<int32_t>& end_tokens() const { return end_; }
 
  private:
+  std::vector<uint32_t> skip1_, skip2_;
   std::vector<std::string> pieces_;
   std::vector<uint8_t> flags_;
   std::vector<int32_t> sorted_;
@@ -120,10 +125,11 @@ class CompiledGrammar {
   size_t mask_bytes_ = 0;
   std::vector<int32_t> rule_min_;  // fewest characters each rule matches
   std::vector<int32_t> scratch_;
+  int expand_depth_ = 0;
 };
 
 // Mask bytes kept per grammar at most; beyond it masks are computed each time (still correct).
-inline constexpr size_t kMaxMaskCacheBytes = size_t(256) << 20;
+inline constexpr size_t kMaxMaskCacheBytes = size_t(32) << 20;
 
 // One sequence's constraint: a MatchState in a shared CompiledGrammar.
 class GrammarConstraint final : public TokenConstraint {

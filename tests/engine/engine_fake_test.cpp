@@ -9,8 +9,11 @@
 #include <random>
 #include <thread>
 
+#include <regex>
+
 #include "engine/engine.h"
 #include "fake_runner.h"
+#include "grammar/matcher.h"
 
 namespace onebit {
 namespace {
@@ -396,6 +399,72 @@ TEST(DraftCost, FitsTheStepLineAndDraftsOnlyWhatPays) {
   EXPECT_EQ(worthwhile_draft(0.5, 8, 10.0, 1.0, 1, {0.0, 1.0}), 2);
   EXPECT_EQ(worthwhile_draft(0.5, 8, 10.0, 1.0, 1, {5.0, 0.0}), 0);
   EXPECT_EQ(worthwhile_draft(0.9, 8, 10.0, 1.0, 1, {5.0, 0.0}), 8);
+}
+
+}  // namespace
+}  // namespace onebit
+
+namespace onebit {
+namespace {
+
+// A grammar on the fake model: token i is the letter 'a' + i % 26 (token 7, the end token, too).
+// Every reply matches the grammar's regular equivalent, ends (kEnd) where the grammar is complete,
+// and is the same with a noisy drafter as without (a draft that leaves the grammar is rejected).
+std::vector<TokenId> constrained_reply(std::shared_ptr<grammar::CompiledGrammar> compiled, std::shared_ptr<Drafter> drafter,
+                                       const std::vector<TokenId>& prompt, FinishReason& reason) {
+  EngineOptions o;
+  o.n_ctx = 128;
+  o.pool_slots = {2};
+  o.batch_tokens = 32;
+  o.block_size = 4;
+  o.drafter = std::move(drafter);
+  o.draft_max = 3;
+  o.draft_when_it_pays = false;
+  o.is_end = [](TokenId t) { return t == 7; };
+  auto engine = start_fake(o);
+  SequenceRequest req;
+  req.prompt = prompt;
+  req.n_predict = 40;
+  req.sampler.temperature = 0.0f;
+  req.constraint = std::make_shared<grammar::GrammarConstraint>(compiled);
+  auto h = engine->submit(req);
+  EXPECT_TRUE(h.ok());
+  std::vector<TokenId> got;
+  SequenceEvents ev;
+  while (h.ok() && !ev.finished) {
+    ev = (*h)->wait(1000);
+    got.insert(got.end(), ev.tokens.begin(), ev.tokens.end());
+  }
+  reason = ev.reason;
+  return got;
+}
+
+TEST(EngineFake, GrammarConstrainsTokensWithAndWithoutDrafts) {
+  std::vector<std::string> pieces;
+  std::vector<uint8_t> flags;
+  for (int i = 0; i < kVocab; ++i) {
+    pieces.emplace_back(1, char('a' + i % 26));
+    flags.push_back(i == 7 ? grammar::TokenTable::kEnd : grammar::TokenTable::kText);
+  }
+  auto table = std::make_shared<const grammar::TokenTable>(pieces, flags);
+  auto g = grammar::parse_gbnf(R"(root ::= [a-f] [g-z]{2,5} ("x" | "yz"))");
+  ASSERT_TRUE(g.ok()) << g.message();
+  auto compiled = std::make_shared<grammar::CompiledGrammar>(std::move(*g), table);
+  const std::regex re("[a-f][g-z]{2,5}(x|yz)");
+  std::mt19937 rng(5);
+  for (int r = 0; r < 12; ++r) {
+    std::vector<TokenId> prompt;
+    for (int i = 1 + rng() % 10; i > 0; --i) prompt.push_back(static_cast<TokenId>(10 + rng() % 400));
+    FinishReason plain_reason, drafted_reason;
+    const auto plain = constrained_reply(compiled, nullptr, prompt, plain_reason);
+    const auto drafted = constrained_reply(compiled, std::make_shared<FakeDrafter>(true), prompt, drafted_reason);
+    std::string text;
+    for (TokenId t : plain) text += pieces[size_t(t)];
+    EXPECT_TRUE(std::regex_match(text, re)) << text;
+    EXPECT_EQ(plain_reason, FinishReason::kEnd);
+    EXPECT_EQ(plain, drafted);
+    EXPECT_EQ(drafted_reason, FinishReason::kEnd);
+  }
 }
 
 }  // namespace

@@ -22,6 +22,12 @@
 namespace onebit::grammar {
 namespace {
 
+#ifdef ONEBIT_SANITIZED
+constexpr int kScale = 4;  // a sanitized Debug build walks a quarter of the samples
+#else
+constexpr int kScale = 1;
+#endif
+
 using Json = nlohmann::ordered_json;
 
 Json read_json(const std::string& rel) {
@@ -143,7 +149,7 @@ TEST(JsonSchema, WalksValidateOnByteLevelVocab) {
   ASSERT_TRUE(hf.ok()) << hf.message();
   auto tok = Tokenizer::from_vocab(hf->vocab);
   ASSERT_TRUE(tok.ok()) << tok.message();
-  generate_and_validate(*tok, 4, 11, "qwen3");
+  generate_and_validate(*tok, std::max(1, 4 / kScale), 11, "qwen3");
 }
 
 TEST(JsonSchema, WalksValidateOnSentencePieceVocab) {
@@ -152,7 +158,7 @@ TEST(JsonSchema, WalksValidateOnSentencePieceVocab) {
   ASSERT_TRUE(file.ok()) << file.message();
   auto tok = Tokenizer::from_gguf(*file);
   ASSERT_TRUE(tok.ok()) << tok.message();
-  generate_and_validate(*tok, 12, 12, "spm");
+  generate_and_validate(*tok, 12 / kScale, 12, "spm");
 }
 
 }  // namespace
