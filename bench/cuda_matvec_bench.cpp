@@ -1,6 +1,7 @@
 // Decode matrix-vector on the CUDA backend (not a test): time per product and weight bytes per
-// second for the 8B shape's matrices, on the panel kernels and on the row kernels
-// (ONEBIT_CUDA_PANELS=0), against the device copy bandwidth measured in the same run.
+// second for the 8B shape's matrices, on the panel kernels (the default), the panels' integer
+// path for Q4_0 / Q8_0 / Q4_K (ONEBIT_CUDA_DP4A=1; other types: the same kernel as the default)
+// and the row kernels (ONEBIT_CUDA_PANELS=0), against the device copy bandwidth of the same run.
 // Weights are random bytes (timing only: the values do not change the work). Each timed step is
 // N products then synchronize(), repeated, so after the first two steps it runs from a CUDA graph.
 // Usage: cuda_matvec_bench [--device N] [--reps 20] [--n 20]
@@ -44,8 +45,8 @@ int run(int argc, char** argv) {
                           {"output 128256x4096", 128256, 4096}};
   const GgmlType types[] = {GgmlType::kF16, GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_K, GgmlType::kQ6_K};
   std::printf("copy bandwidth %.1f GB/s (read + write)\n", copy_gbs);
-  std::printf("| type | matrix | MB | panels us | panels GB/s | of copy | rows us | rows GB/s | panels / rows |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|\n");
+  std::printf("| type | matrix | MB | panels us | panels GB/s | of copy | dp4a panels us | dp4a GB/s | rows us | rows GB/s | panels / rows |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (GgmlType type : types) {
     for (const Shape& sh : shapes) {
       const auto tr = ggml_type_traits(uint32_t(type));
@@ -57,15 +58,18 @@ int run(int argc, char** argv) {
         for (size_t j = 0; j < 8 && i + j < bytes; ++j) w[i + j] = uint8_t(st >> (8 * j));
       }
       // Half scales of random bits may be NaN or huge: fine for timing, the work is the same.
-      double us[2] = {0, 0};
-      for (int panels = 1; panels >= 0; --panels) {
-        setenv("ONEBIT_CUDA_PANELS", panels ? "1" : "0", 1);
+      // variant 0: panels (default, float path), 1: panels, integer (dp4a) path, 2: row kernels
+      double us[3] = {0, 0, 0};
+      for (int v = 0; v < 3; ++v) {
+        setenv("ONEBIT_CUDA_PANELS", v == 2 ? "0" : "1", 1);
+        setenv("ONEBIT_CUDA_DP4A", v == 1 ? "1" : "0", 1);
         auto be = make_cuda_backend(device, &why);
         if (be == nullptr) return std::fprintf(stderr, "%s\n", why.c_str()), 1;
         Tensor wt = be->weight_from_host(type, sh.m, sh.k, w).value();
         Tensor x = be->alloc(GgmlType::kF32, 1, sh.k).value();
         Tensor out = be->alloc(GgmlType::kF32, 1, sh.m).value();
-        std::vector<float> xv(size_t(sh.k), 0.5f);
+        std::vector<float> xv(size_t(sh.k));
+        for (size_t i = 0; i < xv.size(); ++i) xv[i] = float(int(i % 17) - 8) * 0.125f;
         be->write(x, xv.data());
         be->synchronize();
         double best = 1e30;
@@ -75,13 +79,15 @@ int run(int argc, char** argv) {
           be->synchronize();
           if (r >= 2) best = std::min(best, (now_s() - t0) / n_per_step);
         }
-        us[panels] = best * 1e6;
+        us[v] = best * 1e6;
       }
       unsetenv("ONEBIT_CUDA_PANELS");
-      const double mb = bytes / 1e6, gbs_panels = mb / us[1] * 1e3, gbs_rows = mb / us[0] * 1e3;
-      std::printf("| %s | %s | %.1f | %.2f | %.0f | %.0f%% | %.2f | %.0f | %.2fx |\n",
-                  ggml_type_name(uint32_t(type)).c_str(), sh.name, mb, us[1], gbs_panels, 100 * gbs_panels / copy_gbs,
-                  us[0], gbs_rows, us[0] / us[1]);
+      unsetenv("ONEBIT_CUDA_DP4A");
+      const double mb = bytes / 1e6;
+      auto gbs = [&](double t) { return mb / t * 1e3; };
+      std::printf("| %s | %s | %.1f | %.2f | %.0f | %.0f%% | %.2f | %.0f | %.2f | %.0f | %.2fx |\n",
+                  ggml_type_name(uint32_t(type)).c_str(), sh.name, mb, us[0], gbs(us[0]), 100 * gbs(us[0]) / copy_gbs,
+                  us[1], gbs(us[1]), us[2], gbs(us[2]), us[2] / us[0]);
       std::fflush(stdout);
     }
   }

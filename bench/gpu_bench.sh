@@ -9,8 +9,9 @@
 # ggml-vocab-llama-spm.gguf (TinyLlama) and llama3.gguf (Llama 3: `1bit convert --vocab-only
 # ../shared/testdata/tokenizers/llama3/tokenizer.json llama3.gguf`).
 # ONEBIT_BENCH_MODELS="tinyllama llama3-8b" and ONEBIT_BENCH_TYPES="F16 Q8_0 Q4_0 Q4_K_M" pick rows;
-# ONEBIT_BENCH_MAKE_ONLY=1 makes the models and stops. ONEBIT_BENCH_COMPARE="nographs baseline"
-# adds decode rows per model (no pp) with ONEBIT_CUDA_GRAPHS=0 (op by op launches) and with
+# ONEBIT_BENCH_MAKE_ONLY=1 makes the models and stops. ONEBIT_BENCH_COMPARE="nographs dp4a baseline"
+# adds decode rows per model (no pp) with ONEBIT_CUDA_GRAPHS=0 (op by op launches), with
+# ONEBIT_CUDA_DP4A=1 ("dp4a": the panels' integer path for Q4_0 / Q8_0 / Q4_K) and with
 # ONEBIT_CUDA_GRAPHS=0 ONEBIT_CUDA_PANELS=0 (also the row kernels: the backend before issue 17's
 # decode work), measured in the same run.
 set -euo pipefail
@@ -60,6 +61,7 @@ for m in $models; do
     for v in ${ONEBIT_BENCH_COMPARE:-}; do
       case $v in
         nographs) env=(ONEBIT_CUDA_GRAPHS=0) ;;
+        dp4a) [ "$t" = F16 ] && continue; env=(ONEBIT_CUDA_DP4A=1) ;;
         baseline) env=(ONEBIT_CUDA_GRAPHS=0 ONEBIT_CUDA_PANELS=0) ;;
         *) echo "unknown comparison $v" >&2; exit 2 ;;
       esac
