@@ -61,7 +61,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   onebit::grammar::GrammarConstraint con(compiled);
   std::vector<float> logits(258, 0.0f);
   for (size_t i = 0; i < text.size() && i < 64 && !con.finished(); ++i) {
-    con.mask(logits);
+    con.mask(logits, int32_t(64 - i));
     con.accept(static_cast<uint8_t>(text[i]));
     compiled->min_chars_to_end(con.state());
   }

@@ -175,7 +175,29 @@ std::vector<TextDelta> Completion::poll(int timeout_ms) {
   return out;
 }
 
-std::string Completion::finish_reason_text(const Choice& c) const { return c.length ? "length" : "stop"; }
+std::string Completion::finish_reason_text(const Choice& c) const {
+  return c.length ? "length" : c.has_calls ? "tool_calls" : "stop";
+}
+
+json Completion::tool_calls_json(size_t choice, const std::vector<ToolCall>& calls) const {
+  json out = json::array();
+  for (size_t k = 0; k < calls.size(); ++k) {
+    // FNV-1a of (completion id, choice, call) in base 62: 24 characters after "call_", or the 9
+    // that Mistral's templates require.
+    uint64_t h = 1469598103934665603ull;
+    for (char ch : setup_.id + "/" + std::to_string(choice) + "/" + std::to_string(k)) h = (h ^ uint8_t(ch)) * 1099511628211ull;
+    static const char* kDigits = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+    const bool mistral = setup_.tools == ToolFormat::kMistral;
+    std::string id = mistral ? "" : "call_";
+    for (int n = 0; n < (mistral ? 9 : 24); ++n) {
+      id += kDigits[h % 62];
+      h = h / 62 + (h % 62 == 0 ? 0x9E3779B97F4A7C15ull : 0) + uint64_t(n) * 0x100000001B3ull;
+    }
+    out.push_back({{"index", k}, {"id", id}, {"type", "function"},
+                   {"function", {{"name", calls[k].name}, {"arguments", calls[k].arguments}}}});
+  }
+  return out;
+}
 
 CompletionStats Completion::stats() const {
   CompletionStats s;
@@ -229,8 +251,19 @@ ApiResult<json> Completion::reply() const {
   for (size_t i = 0; i < choices_.size(); ++i) {
     const Choice& c = choices_[i];
     json choice = {{"index", i}};
+    bool calls = false;
     if (setup_.endpoint == Endpoint::kChat) {
       json message = {{"role", "assistant"}, {"content", c.content}};
+      if (setup_.tools) {
+        ToolReply parsed = parse_tool_reply(*setup_.tools, c.content);
+        if (!parsed.calls.empty()) {
+          calls = true;
+          message["content"] = parsed.content.empty() ? json(nullptr) : json(parsed.content);
+          json list = tool_calls_json(i, parsed.calls);
+          for (json& call : list) call.erase("index");
+          message["tool_calls"] = std::move(list);
+        }
+      }
       if (!c.reasoning.empty()) message["reasoning_content"] = c.reasoning;
       choice["message"] = message;
       choice["logprobs"] = c.logprobs.is_null() ? json(nullptr) : json{{"content", c.logprobs}, {"refusal", nullptr}};
@@ -238,7 +271,7 @@ ApiResult<json> Completion::reply() const {
       choice["text"] = c.content + c.reasoning;
       choice["logprobs"] = c.logprobs;
     }
-    choice["finish_reason"] = finish_reason_text(c);
+    choice["finish_reason"] = c.length ? "length" : calls ? "tool_calls" : "stop";
     list.push_back(std::move(choice));
   }
   return json{{"id", setup_.id},
@@ -290,6 +323,23 @@ std::string Completion::next_sse(int timeout_ms, bool& done) {
   }
   if (error_.empty()) {
     std::vector<TextDelta> d = poll(timeout_ms);
+    for (size_t i = 0; i < d.size() && setup_.tools; ++i) {
+      // Content before a call marker streams; from the marker on it is held for the parse at the end.
+      Choice& c = choices_[i];
+      c.tool_text += d[i].content;
+      const size_t safe = std::max(c.tool_sent, tool_content_prefix(*setup_.tools, c.tool_text));
+      d[i].content = c.tool_text.substr(c.tool_sent, safe - c.tool_sent);
+      c.tool_sent = safe;
+      if (!c.finished) continue;
+      ToolReply parsed = parse_tool_reply(*setup_.tools, std::string_view(c.tool_text).substr(c.tool_sent));
+      c.tool_sent = c.tool_text.size();
+      d[i].content += parsed.content;
+      if (parsed.calls.empty()) continue;
+      c.has_calls = true;
+      if (!d[i].empty()) out += event(chunk(delta_choice(i, d[i])));
+      d[i] = TextDelta{};
+      out += event(chunk({{"index", i}, {"delta", {{"tool_calls", tool_calls_json(i, parsed.calls)}}}, {"finish_reason", nullptr}}));
+    }
     for (size_t i = 0; i < d.size(); ++i) {
       const bool new_logprobs = setup_.endpoint == Endpoint::kChat ? !choices_[i].new_logprobs.empty()
                                                                     : choices_[i].new_logprobs.is_object() && !choices_[i].new_logprobs["tokens"].empty();

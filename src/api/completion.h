@@ -6,11 +6,13 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "api/request.h"
+#include "api/tool_calls.h"
 #include "api/text_stream.h"
 #include "engine/engine.h"
 #include "tokenizer/tokenizer.h"
@@ -27,6 +29,7 @@ struct CompletionSetup {
   TextStreamOptions text;            // every choice's text rules
   int32_t n_logprobs = -1;           // -1: no logprobs; else alternatives per token
   std::vector<int32_t> choice_prompt;  // [choices] the prompt each choice continues; empty: 0 for all
+  std::optional<ToolFormat> tools;     // chat with tools: the reply's calls become tool_calls
 };
 
 // Usage and timings of a finished completion (summed over choices; the prompt of several choices
@@ -83,7 +86,12 @@ class Completion {
     nlohmann::json logprobs;            // the whole reply's entries (chat: array; completions: object)
     nlohmann::json new_logprobs;        // entries not yet streamed
     size_t text_chars = 0;              // code points of the token pieces so far (text_offset)
+    std::string tool_text;              // streamed chat with tools: the content so far
+    size_t tool_sent = 0;               // of it, bytes sent as content (before any call marker)
+    bool has_calls = false;             // the reply's text held tool calls
   };
+  // The reply's tool_calls array (OpenAI's form), ids derived from the completion id.
+  nlohmann::json tool_calls_json(size_t choice, const std::vector<ToolCall>& calls) const;
   // Waits for engine events of any choice and feeds its text stream; returns each choice's new text.
   std::vector<TextDelta> poll(int timeout_ms);
   void on_token(Choice& c, TokenId token, const SampledLogprobs* lp, TextDelta& out);

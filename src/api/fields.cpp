@@ -10,7 +10,6 @@ namespace {
 using ordered_json = nlohmann::ordered_json;
 
 constexpr const char* kLogprobs = "llama-server's form; send OpenAI's logprobs (and top_logprobs in chat)";
-constexpr const char* kTools = "tool calls are not parsed yet; the template gets `tools`, the reply is text";
 constexpr const char* kSampler = "this sampler is not built (top_k, top_p, min_p and temperature are)";
 
 // True when `value` is one of the '|'-separated JSON texts of `neutral` ("*": any).
@@ -68,6 +67,8 @@ const std::vector<FieldInfo>& request_fields() {
       {"ignore_eos", kBothEndpoints, S::kImplemented, "", ""},
       {"speculative.n_max", kBothEndpoints, S::kImplemented, "", ""},
       {"tools", kChatOnly, S::kImplemented, "", ""},
+      {"tool_choice", kChatOnly, S::kImplemented, "", ""},
+      {"parallel_tool_calls", kChatOnly, S::kImplemented, "", ""},
       {"chat_template_kwargs", kChatOnly, S::kImplemented, "", ""},
       {"n", kBothEndpoints, S::kImplemented, "", ""},
       {"presence_penalty", kBothEndpoints, S::kImplemented, "", ""},
@@ -91,8 +92,6 @@ const std::vector<FieldInfo>& request_fields() {
       {"penalize_nl", kBothEndpoints, S::kNeutralOnly, "false", "dropped by llama.cpp; newlines are penalized like any token"},
       {"n_probs", kBothEndpoints, S::kNeutralOnly, "0", kLogprobs},
       {"post_sampling_probs", kBothEndpoints, S::kNeutralOnly, "false", kLogprobs},
-      {"tool_choice", kChatOnly, S::kNeutralOnly, "\"auto\"", kTools},
-      {"parallel_tool_calls", kChatOnly, S::kNeutralOnly, "true", kTools},
       {"typical_p", kBothEndpoints, S::kNeutralOnly, "1", kSampler},
       {"min_keep", kBothEndpoints, S::kNeutralOnly, "0", kSampler},
       {"mirostat", kBothEndpoints, S::kNeutralOnly, "0", kSampler},

@@ -414,10 +414,10 @@ ApiResult<bool> parse_chat_fields(const ordered_json& body, CompletionRequest& r
   auto messages = parse_messages(body);
   if (!messages.ok()) return messages.error;
   r.messages = std::move(*messages.value);
-  if (auto it = body.find("tools"); it != body.end() && !it->is_null()) {
-    if (!it->is_array()) return wrong_type("tools", "an array", *it);
-    if (!it->empty()) r.tools = *it;
-  }
+  auto tool = parse_tool_request(body);
+  if (!tool.ok()) return invalid_request(tool.message());
+  r.tool = std::move(*tool);
+  r.tools = r.tool.tools;
   if (auto it = body.find("chat_template_kwargs"); it != body.end() && !it->is_null()) {
     if (!it->is_object()) return wrong_type("chat_template_kwargs", "an object", *it);
     r.template_kwargs = *it;

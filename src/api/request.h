@@ -11,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/tool_calls.h"
+
 #include "api/openai_error.h"
 
 namespace onebit {
@@ -46,7 +48,8 @@ inline constexpr int64_t kMaxLogprobsAsked = 20;
 struct CompletionRequest {
   Endpoint endpoint = Endpoint::kChat;
   nlohmann::ordered_json messages;         // chat: the messages, content parts joined into text
-  nlohmann::ordered_json tools;            // chat: null or an array
+  nlohmann::ordered_json tools;            // chat: null or an array (checked: tool_calls.h)
+  ToolRequest tool;                        // chat: tools, tool_choice, parallel_tool_calls
   nlohmann::ordered_json template_kwargs;  // chat_template_kwargs: null or an object
   std::vector<PromptInput> prompts;        // completion: one or more prompts (a batch)
   int64_t n = 1;                           // choices per prompt

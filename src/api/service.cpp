@@ -27,13 +27,29 @@ ApiService::ApiService(const Tokenizer& tokenizer, Engine& engine, ServiceOption
 
 Result<std::unique_ptr<ApiService>> ApiService::create(const Tokenizer& tokenizer, Engine& engine, ServiceOptions options) {
   std::unique_ptr<ApiService> s(new ApiService(tokenizer, engine, std::move(options)));
+  if (tokenizer.bos_id() >= 0) s->special_tokens_["bos_token"] = std::string(tokenizer.token_text(tokenizer.bos_id()));
+  if (tokenizer.eos_id() >= 0) s->special_tokens_["eos_token"] = std::string(tokenizer.token_text(tokenizer.eos_id()));
   if (!s->options_.template_source.empty()) {
     auto t = ChatTemplate::parse(s->options_.template_source);
     if (!t.ok()) return make_error("tokenizer.chat_template: " + t.message());
     s->template_ = std::move(*t);
+    // Whether the template renders tools: a prompt with one tool against one without.
+    ChatInputs probe;
+    probe.messages = ordered_json::array({ordered_json{{"role", "user"}, {"content", "Hi"}}});
+    probe.kwargs = s->special_tokens_;
+    auto plain = s->template_->render_chat(probe);
+    probe.tools = ordered_json::array({ordered_json{
+        {"type", "function"},
+        {"function", {{"name", "probe"}, {"description", "probe"}, {"parameters", {{"type", "object"}, {"properties", ordered_json::object()}}}}}}});
+    auto with = s->template_->render_chat(probe);
+    const bool renders = plain.ok() && with.ok() && *plain != *with;
+    auto tools = template_tools(s->options_.template_source, renders);
+    if (tools.ok()) {
+      s->template_tools_ = *tools;
+    } else {
+      s->template_tools_error_ = tools.message();
+    }
   }
-  if (tokenizer.bos_id() >= 0) s->special_tokens_["bos_token"] = std::string(tokenizer.token_text(tokenizer.bos_id()));
-  if (tokenizer.eos_id() >= 0) s->special_tokens_["eos_token"] = std::string(tokenizer.token_text(tokenizer.eos_id()));
   for (TokenId id = 0; id < tokenizer.vocab_size(); ++id) {
     s->max_piece_bytes_ = std::max(s->max_piece_bytes_, tokenizer.token_to_piece(id).size());
   }
@@ -45,8 +61,28 @@ ApiResult<std::string> ApiService::render_chat(const CompletionRequest& r) const
     return invalid_request("this model has no chat template (tokenizer.chat_template); use /v1/completions with a prompt");
   }
   ChatInputs in;
-  in.messages = r.messages;
+  in.messages = messages_for_template(r.messages);
   in.tools = r.tools;
+  if (!r.tools.is_null() && !template_tools_.renders_tools) {
+    // The template ignores `tools`: they are described in the system message (or, without one,
+    // before the first user message, for templates that refuse a system role).
+    const std::string prompt = tool_system_prompt(r.tools);
+    in.tools = nullptr;
+    ordered_json& msgs = in.messages;
+    if (!msgs.empty() && msgs[0].value("role", "") == "system" && msgs[0]["content"].is_string()) {
+      msgs[0]["content"] = msgs[0]["content"].get<std::string>() + "\n\n" + prompt;
+    } else {
+      bool placed = false;
+      for (ordered_json& m : msgs) {
+        if (m.value("role", "") == "user" && m["content"].is_string()) {
+          m["content"] = prompt + "\n\n" + m["content"].get<std::string>();
+          placed = true;
+          break;
+        }
+      }
+      if (!placed) msgs.insert(msgs.begin(), ordered_json{{"role", "system"}, {"content", prompt}});
+    }
+  }
   in.kwargs = special_tokens_;
   if (r.template_kwargs.is_object()) {
     for (auto it = r.template_kwargs.begin(); it != r.template_kwargs.end(); ++it) in.kwargs[it.key()] = it.value();
@@ -135,9 +171,26 @@ ApiResult<std::unique_ptr<Completion>> ApiService::start_completion(const std::s
   const CompletionRequest& r = *parsed.value;
   auto sampler = sampler_params(r);
   if (!sampler.ok()) return sampler.error;
+  // Tools: the template's call format parses the reply; a required or named call is forced by
+  // the grammar of the format's call syntax with each function's parameter schema.
+  std::string gbnf = r.grammar;
+  std::optional<ToolFormat> tool_format;
+  if (!r.tool.tools.is_null() && r.tool.choice != ToolChoice::kNone) {
+    if (!template_tools_error_.empty()) return invalid_request("'tools': " + template_tools_error_);
+    tool_format = template_tools_.format;
+    if (r.tool.choice == ToolChoice::kRequired || r.tool.choice == ToolChoice::kNamed) {
+      if (!gbnf.empty()) {
+        return invalid_request("'tool_choice' asks for a tool call and '" + r.grammar_field +
+                               "' for a format of the reply; send one of them");
+      }
+      auto calls = tool_call_grammar(template_tools_.format, r.tool);
+      if (!calls.ok()) return invalid_request(calls.message());
+      gbnf = std::move(*calls);
+    }
+  }
   std::shared_ptr<grammar::CompiledGrammar> compiled;
-  if (!r.grammar.empty()) {
-    compiled = compiled_grammar(r.grammar);
+  if (!gbnf.empty()) {
+    compiled = compiled_grammar(gbnf);
     if (!compiled) return invalid_request("'" + r.grammar_field + "': the grammar does not parse");
   }
   const size_t n_prompts = r.endpoint == Endpoint::kChat ? 1 : r.prompts.size();
@@ -185,6 +238,7 @@ ApiResult<std::unique_ptr<Completion>> ApiService::start_completion(const std::s
   setup.model = options_.alias;
   setup.stream = r.stream;
   setup.include_usage = r.include_usage;
+  setup.tools = tool_format;
   setup.n_logprobs = static_cast<int32_t>(r.logprobs);
   setup.text.stop = r.stop;
   // Under a grammar the reply is the grammar's text: no reasoning is split out of it.

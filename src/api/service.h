@@ -62,6 +62,8 @@ class ApiService {
   Engine& engine_;
   ServiceOptions options_;
   std::optional<ChatTemplate> template_;
+  TemplateTools template_tools_;           // the template's tool-call format
+  std::string template_tools_error_;       // non-empty: it writes calls in a form we do not parse
   nlohmann::ordered_json special_tokens_;  // bos_token, eos_token for the template
   size_t max_piece_bytes_ = 0;              // the vocabulary's longest token, in bytes
   std::atomic<int64_t> next_id_{0};

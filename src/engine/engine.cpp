@@ -708,7 +708,9 @@ void Engine::sample_and_stream(const StepPlan& plan, double now) {
       // A constraint masks each row as it stands after the tokens accepted before it, so a draft
       // that leaves the grammar is rejected like any other mismatch.
       TokenConstraint* constraint = live.request.constraint.get();
-      if (constraint && constraint->mask(std::span<float>(row, vocab)) == 0) {
+      // Tokens that may still come, this one included: max_tokens and the context both end it.
+      const int32_t budget = std::min(live.request.n_predict - live.n_generated, layout_.n_ctx - (last + 1 + i) + 1);
+      if (constraint && constraint->mask(std::span<float>(row, vocab), budget) == 0) {
         finish(live, FinishReason::kError,
                "the grammar allows no token of this model's vocabulary here (the text so far cannot be continued)");
         ended = true;

@@ -12,7 +12,9 @@ class TokenConstraint {
  public:
   virtual ~TokenConstraint() = default;
   // Sets the logit of every token that may not come next to -inf; returns how many may.
-  virtual int32_t mask(std::span<float> logits) = 0;
+  // `budget` is how many tokens may still be generated, this one included: near the end of it a
+  // constraint may keep only the tokens that can still complete its text in time.
+  virtual int32_t mask(std::span<float> logits, int32_t budget) = 0;
   // Advances over `token`; false (nothing changed) when the constraint does not allow it.
   virtual bool accept(int32_t token) = 0;
   // True once the text is complete and nothing may follow: the reply ends here.

@@ -246,7 +246,7 @@ bool CompiledGrammar::advance(MatchState from, std::string_view bytes, MatchStat
   return true;
 }
 
-std::vector<uint64_t> CompiledGrammar::compute_mask(MatchState s) {
+std::vector<uint64_t> CompiledGrammar::compute_mask(MatchState s, Closing* closing) {
   const TokenTable& t = *table_;
   std::vector<uint64_t> bits((size_t(t.size()) + 63) / 64, 0);
   const std::vector<int32_t>& sorted = t.sorted();
@@ -295,15 +295,23 @@ std::vector<uint64_t> CompiledGrammar::compute_mask(MatchState s) {
     if (pt[n] != 0 && !partial_feasible(st[n], pt[n])) continue;
     const size_t id = size_t(sorted[i]);
     bits[id / 64] |= uint64_t(1) << (id % 64);
+    if (closing) closing->emplace_back(distance(MatchState{st[n], pt[n]}), int32_t(id));
   }
   if (s.partial == 0 && !states_[size_t(s.state)].empty() && states_[size_t(s.state)][0] == kAccept) {
-    for (int32_t id : t.end_tokens()) bits[size_t(id) / 64] |= uint64_t(1) << (size_t(id) % 64);
+    for (int32_t id : t.end_tokens()) {
+      bits[size_t(id) / 64] |= uint64_t(1) << (size_t(id) % 64);
+      if (closing) closing->emplace_back(0, id);
+    }
   }
   return bits;
 }
 
 std::shared_ptr<const std::vector<uint64_t>> CompiledGrammar::mask(MatchState s) {
   std::lock_guard<std::mutex> lock(mu_);
+  return mask_locked(s);
+}
+
+std::shared_ptr<const std::vector<uint64_t>> CompiledGrammar::mask_locked(MatchState s) {
   const uint64_t key = (uint64_t(uint32_t(s.state)) << 32) | s.partial;
   if (auto it = masks_.find(key); it != masks_.end()) return it->second;
   auto m = std::make_shared<const std::vector<uint64_t>>(compute_mask(s));
@@ -334,14 +342,41 @@ bool CompiledGrammar::must_end(MatchState s) {
 
 int32_t CompiledGrammar::min_chars_to_end(MatchState s) {
   std::lock_guard<std::mutex> lock(mu_);
-  int64_t best = INT32_MAX;
-  for (int32_t t : states_[size_t(s.state)]) {
-    if (t == kAccept) return 0;
-    int64_t n = 0;
-    for (int32_t node = t; node >= 0; node = nodes_[size_t(node)].parent) n += min_rest(nodes_[size_t(node)].pos);
-    best = std::min(best, n);
+  return distance(s);
+}
+
+int32_t CompiledGrammar::distance(MatchState s) {
+  if (distances_.size() < states_.size()) distances_.resize(states_.size(), -1);
+  int32_t& d = distances_[size_t(s.state)];
+  if (d < 0) {
+    int64_t best = INT32_MAX / 2;
+    for (int32_t t : states_[size_t(s.state)]) {
+      if (t == kAccept) {
+        best = 0;
+        break;
+      }
+      int64_t n = 0;
+      for (int32_t node = t; node >= 0; node = nodes_[size_t(node)].parent) n += min_rest(nodes_[size_t(node)].pos);
+      best = std::min(best, n);
+    }
+    d = static_cast<int32_t>(std::min<int64_t>(best, INT32_MAX / 2));
   }
-  return static_cast<int32_t>(std::min<int64_t>(best, INT32_MAX));
+  return d + (s.partial != 0 ? 1 : 0);
+}
+
+std::shared_ptr<const CompiledGrammar::Closing> CompiledGrammar::closing(MatchState s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint64_t key = (uint64_t(uint32_t(s.state)) << 32) | s.partial;
+  if (auto it = closings_.find(key); it != closings_.end()) return it->second;
+  auto table = std::make_shared<Closing>();
+  compute_mask(s, table.get());  // the same walk as the mask's, keeping each token's distance
+  std::sort(table->begin(), table->end());
+  const size_t bytes = table->size() * sizeof(Closing::value_type);
+  if (mask_bytes_ + bytes <= kMaxMaskCacheBytes) {
+    closings_.emplace(key, table);
+    mask_bytes_ += bytes;
+  }
+  return table;
 }
 
 // --- GrammarConstraint ----------------------------------------------------------------------
@@ -351,7 +386,7 @@ GrammarConstraint::GrammarConstraint(std::shared_ptr<CompiledGrammar> grammar)
   finished_ = grammar_->must_end(state_);
 }
 
-int32_t GrammarConstraint::mask(std::span<float> logits) {
+int32_t GrammarConstraint::mask(std::span<float> logits, int32_t budget) {
   const auto bits = grammar_->mask(state_);
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   const size_t n_table = size_t(grammar_->table().size());
@@ -370,6 +405,18 @@ int32_t GrammarConstraint::mask(std::span<float> logits) {
       } else {
         logits[i] = kNegInf;
       }
+    }
+  }
+  if (budget > kClosingZone || allowed == 0) return allowed;
+  // Near the end of the budget: drop the tokens after which the text cannot be completed in the
+  // tokens left (or, when none can, all but the closest).
+  const auto table = grammar_->closing(state_);
+  if (table->empty()) return allowed;
+  const int32_t limit = std::max(budget - 1, table->front().first);
+  for (auto it = table->rbegin(); it != table->rend() && it->first > limit; ++it) {
+    if (size_t(it->second) < logits.size() && logits[size_t(it->second)] != kNegInf) {
+      logits[size_t(it->second)] = kNegInf;
+      --allowed;
     }
   }
   return allowed;

@@ -85,8 +85,13 @@ class CompiledGrammar {
   bool can_end(MatchState s);
   // Whether the text must end here: it may end and no character may follow.
   bool must_end(MatchState s);
-  // The fewest characters that complete the text from `s` (0 when it may end).
+  // The fewest characters that complete the text from `s` (0 when it may end; a pending
+  // character counts one).
   int32_t min_chars_to_end(MatchState s);
+  // The tokens allowed at `s`, each with min_chars_to_end after it (0 for an end token), in
+  // ascending order of that distance. Cached per state (the masks' byte budget).
+  using Closing = std::vector<std::pair<int32_t, int32_t>>;  // (distance after, token)
+  std::shared_ptr<const Closing> closing(MatchState s);
 
   const Grammar& grammar() const { return grammar_; }
   const TokenTable& table() const { return *table_; }
@@ -108,7 +113,10 @@ class CompiledGrammar {
   int32_t step(int32_t state, uint32_t cp);  // kDead when no stack takes cp
   bool step_byte(int32_t& state, uint32_t& partial, uint8_t byte);
   bool partial_feasible(int32_t state, uint32_t partial);
-  std::vector<uint64_t> compute_mask(MatchState s);
+  // The mask of `s`; with `closing`, also each allowed token's distance after it (unsorted).
+  std::vector<uint64_t> compute_mask(MatchState s, Closing* closing = nullptr);
+  std::shared_ptr<const std::vector<uint64_t>> mask_locked(MatchState s);
+  int32_t distance(MatchState s);  // min_chars_to_end without the lock, cached per state
   int32_t min_rest(int32_t pos);  // fewest characters from pos to its alternative's end
 
   Grammar grammar_;
@@ -122,6 +130,8 @@ class CompiledGrammar {
   std::vector<int32_t> ascii_steps_;             // [states][128]: state or kDead, kUnknown not yet
   std::unordered_map<uint64_t, int32_t> steps_;  // (state << 21 | cp) -> state or kDead, cp >= 128
   std::unordered_map<uint64_t, std::shared_ptr<const std::vector<uint64_t>>> masks_;
+  std::unordered_map<uint64_t, std::shared_ptr<const Closing>> closings_;
+  std::vector<int32_t> distances_;  // [states]: min_chars_to_end, -1 not yet
   size_t mask_bytes_ = 0;
   std::vector<int32_t> rule_min_;  // fewest characters each rule matches
   std::vector<int32_t> scratch_;
@@ -131,11 +141,16 @@ class CompiledGrammar {
 // Mask bytes kept per grammar at most; beyond it masks are computed each time (still correct).
 inline constexpr size_t kMaxMaskCacheBytes = size_t(32) << 20;
 
+// Within this many tokens of the budget's end, a constraint keeps only the tokens after which
+// the text can still be completed in the tokens left (one character per token at worst), so that
+// a reply cut by max_tokens is still whole: JSON that parses and validates.
+inline constexpr int32_t kClosingZone = 256;
+
 // One sequence's constraint: a MatchState in a shared CompiledGrammar.
 class GrammarConstraint final : public TokenConstraint {
  public:
   explicit GrammarConstraint(std::shared_ptr<CompiledGrammar> grammar);
-  int32_t mask(std::span<float> logits) override;
+  int32_t mask(std::span<float> logits, int32_t budget) override;
   bool accept(int32_t token) override;
   bool finished() const override { return finished_; }
 

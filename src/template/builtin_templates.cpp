@@ -6,7 +6,8 @@
 namespace onebit {
 namespace {
 
-// Every built-in refuses tools rather than dropping them.
+// Every built-in refuses tools rather than dropping them (the API server describes tools in the
+// system message for templates that do not render them: api/tool_calls.h).
 constexpr const char* kNoTools =
     "{%- if tools -%}{{- raise_exception('this built-in chat template does not render tools; "
     "give one that does with --chat-template-file') -}}{%- endif -%}";

@@ -34,11 +34,15 @@ TEST(ChatTemplate, ModelWithoutOneChatsInChatml) {
             "<|im_start|>assistant\n");
   auto chat = server.post("/v1/chat/completions", json{{"messages", kMessages}, {"max_tokens", 4}, {"temperature", 0}});
   EXPECT_EQ(chat.status, 200) << chat.raw;
-  // Tools are refused by the built-in, not dropped.
-  auto tools = server.post("/v1/chat/completions", json{{"messages", kMessages}, {"max_tokens", 1},
-                                                        {"tools", json::array({{{"type", "function"}, {"function", {{"name", "f"}}}}})}});
-  EXPECT_GE(tools.status, 400) << tools.raw;
-  EXPECT_NE(tools.raw.find("does not render tools"), std::string::npos) << tools.raw;
+  // The built-in does not render tools: the server describes them in the system message, not dropped.
+  const json tool_list = json::array({{{"type", "function"}, {"function", {{"name", "f"}}}}});
+  auto prompt = server.post("/apply-template", json{{"messages", kMessages}, {"tools", tool_list}});
+  EXPECT_EQ(prompt.status, 200) << prompt.raw;
+  EXPECT_NE(prompt.body.value("prompt", "").find("<tools>\n{\"function\":{\"name\":\"f\"},\"type\":\"function\"}\n</tools>"),
+            std::string::npos)
+      << prompt.raw;
+  auto tools = server.post("/v1/chat/completions", json{{"messages", kMessages}, {"max_tokens", 1}, {"tools", tool_list}});
+  EXPECT_EQ(tools.status, 200) << tools.raw;
 }
 
 TEST(ChatTemplate, BuiltinsAndFilesOverrideTheModels) {

@@ -8,6 +8,7 @@
 // values the caller (tests/e2e/sampling_e2e_test.cpp) checks against the reference model.
 import OpenAI from 'openai';
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
 
 const [base, mode] = process.argv.slice(2);
 const client = new OpenAI({ baseURL: base + '/v1', apiKey: 'unused', maxRetries: 0, timeout: 60000 });
@@ -160,6 +161,78 @@ async function embedding() {
   await assert.rejects(client.embeddings.create({ ...req, dimensions: 3 }), (e) => e.status === 400 && /dimensions/.test(e.message));
 }
 
+// Tool calls (issue 18): a round trip (a required call, the tool's result, the final answer) in
+// plain and streamed form, then `n` seeded replies with tool_choice "required" or a named function
+// written to OUT.json for the caller (tests/e2e/tools.py) to validate against the schemas.
+const TOOLS = [
+  { type: 'function', function: { name: 'get_weather', description: 'Weather in a city',
+    parameters: { type: 'object', properties: { city: { type: 'string', maxLength: 20 },
+      unit: { enum: ['celsius', 'fahrenheit'] } }, required: ['city'], additionalProperties: false } } },
+  { type: 'function', function: { name: 'add', description: 'The sum of two integers', parameters: { type: 'object',
+    properties: { a: { type: 'integer' }, b: { type: 'integer' } }, required: ['a', 'b'], additionalProperties: false } } },
+  { type: 'function', function: { name: 'search', description: 'Search the web', parameters: { type: 'object', properties: {
+    query: { type: 'string', maxLength: 30 },
+    filters: { type: 'object', properties: { lang: { enum: ['en', 'fr', 'de'] }, limit: { type: 'integer' } },
+      additionalProperties: false },
+    tags: { type: 'array', items: { type: 'string', maxLength: 8 }, maxItems: 3 } },
+    required: ['query'], additionalProperties: false } } },
+  { type: 'function', function: { name: 'now', description: 'The time (no arguments)', parameters: { type: 'object', properties: {} } } },
+];
+
+async function tools(out, n) {
+  const messages = [{ role: 'user', content: 'What is the weather in Paris?' }];
+  const req = { model: 'any', messages, tools: TOOLS, tool_choice: 'required', max_tokens: 300, seed: 7, temperature: 0.7 };
+  const first = await client.chat.completions.create(req);
+  const msg = first.choices[0].message;
+  assert.equal(first.choices[0].finish_reason, 'tool_calls');
+  assert.ok(msg.tool_calls.length >= 1);
+  for (const c of msg.tool_calls) {
+    assert.equal(c.type, 'function');
+    assert.match(c.id, /^call_[0-9A-Za-z]{24}$|^[0-9A-Za-z]{9}$/);
+    assert.ok(TOOLS.some((t) => t.function.name === c.function.name));
+    JSON.parse(c.function.arguments);
+  }
+  // The same request streamed: the tool_calls deltas add up to the same calls.
+  const stream = await client.chat.completions.create({ ...req, stream: true });
+  const calls = [];
+  let finish = null, content = '';
+  for await (const chunk of stream) {
+    for (const ch of chunk.choices) {
+      if (ch.finish_reason) finish = ch.finish_reason;
+      content += ch.delta?.content ?? '';
+      for (const d of ch.delta?.tool_calls ?? []) {
+        calls[d.index] ??= { id: d.id, name: '', arguments: '' };
+        calls[d.index].name += d.function?.name ?? '';
+        calls[d.index].arguments += d.function?.arguments ?? '';
+      }
+    }
+  }
+  assert.equal(finish, 'tool_calls');
+  assert.deepEqual(calls.map((c) => [c.name, c.arguments]), msg.tool_calls.map((c) => [c.function.name, c.function.arguments]));
+  for (const c of calls) assert.match(c.id, /^call_[0-9A-Za-z]{24}$|^[0-9A-Za-z]{9}$/);
+  assert.equal(content, msg.content ?? '');
+  // The tools' results go back, and the model answers in text.
+  const results = msg.tool_calls.map((c) => ({ role: 'tool', tool_call_id: c.id, content: '{"temperature": 18}' }));
+  const second = await client.chat.completions.create({ model: 'any', max_tokens: 24, seed: 1, tools: TOOLS,
+    tool_choice: 'none', messages: [...messages, msg, ...results] });
+  assert.equal(typeof second.choices[0].message.content, 'string');
+  assert.ok(['stop', 'length'].includes(second.choices[0].finish_reason));
+  assert.equal(second.choices[0].message.tool_calls, undefined);
+  // Seeded samples: required or a named function, parallel calls allowed or not.
+  const samples = [];
+  for (let k = 0; k < Number(n); k++) {
+    const named = k % 2 === 1 ? TOOLS[k % TOOLS.length].function.name : null;
+    const r = await client.chat.completions.create({ model: 'any', messages, tools: TOOLS, max_tokens: 300, seed: k,
+      temperature: 1.0, parallel_tool_calls: k % 3 !== 0,
+      tool_choice: named ? { type: 'function', function: { name: named } } : 'required' });
+    const m = r.choices[0].message;
+    samples.push({ named, parallel: k % 3 !== 0, finish_reason: r.choices[0].finish_reason, content: m.content,
+      calls: (m.tool_calls ?? []).map((c) => ({ id: c.id, name: c.function.name, arguments: c.function.arguments })) });
+  }
+  fs.writeFileSync(out, JSON.stringify({ tools: TOOLS, samples }));
+}
+
 if (mode === 'sampling') await sampling(...process.argv.slice(4));
+else if (mode === 'tools') await tools(...process.argv.slice(4));
 else await (mode === 'chat' ? chat() : mode === 'embedding' ? embedding() : completion());
 console.log('ok');

@@ -202,14 +202,14 @@ TEST(Matcher, FinishedAndEnd) {
   auto compiled = std::make_shared<CompiledGrammar>(std::move(*g), std::make_shared<const TokenTable>(pieces, flags));
   GrammarConstraint con(compiled);
   std::vector<float> logits(6, 0.0f);
-  EXPECT_EQ(con.mask(logits), 2);  // "a", "abc"
+  EXPECT_EQ(con.mask(logits, 1000), 2);  // "a", "abc"
   EXPECT_FALSE(con.accept(5));
   EXPECT_FALSE(con.accept(4));  // the end is not allowed yet
   EXPECT_TRUE(con.accept(0));
   EXPECT_TRUE(con.accept(1));
   EXPECT_FALSE(con.finished());  // "c" may follow
   std::vector<float> l2(6, 0.0f);
-  EXPECT_EQ(con.mask(l2), 2);  // "c" and the end
+  EXPECT_EQ(con.mask(l2, 1000), 2);  // "c" and the end
   EXPECT_TRUE(std::isinf(l2[0]) && !std::isinf(l2[2]) && !std::isinf(l2[4]));
   EXPECT_TRUE(con.accept(2));
   EXPECT_TRUE(con.finished());

@@ -112,6 +112,31 @@ std::string walk(std::shared_ptr<CompiledGrammar> compiled, std::mt19937_64& rng
   return text;
 }
 
+// One text from uniformly random allowed tokens under a budget of `budget` tokens: the
+// constraint's closing zone must bring every text to its end in time.
+std::string budget_walk(std::shared_ptr<CompiledGrammar> compiled, std::mt19937_64& rng, int32_t budget, bool& ended) {
+  const TokenTable& table = compiled->table();
+  GrammarConstraint con(compiled);
+  std::string text;
+  std::vector<float> logits(size_t(table.size()));
+  ended = false;
+  for (int32_t step = 0; step < budget; ++step) {
+    if (con.finished()) break;
+    std::fill(logits.begin(), logits.end(), 0.0f);
+    if (con.mask(logits, budget - step) == 0) return text + "<dead end>";
+    std::vector<int32_t> allowed;
+    for (int32_t id = 0; id < table.size(); ++id) {
+      if (logits[size_t(id)] == 0.0f) allowed.push_back(id);
+    }
+    const int32_t pick = allowed[rng() % allowed.size()];
+    if (!con.accept(pick)) return text + "<refused a masked token>";
+    if (table.flags(pick) & TokenTable::kEnd) break;
+    text += table.piece(pick);
+  }
+  ended = con.finished();
+  return text;
+}
+
 void generate_and_validate(const Tokenizer& tok, int per_schema, uint64_t seed, const std::string& tag) {
   if (testing::run_command("python3 -c 'import jsonschema'").exit_code != 0) {
     GTEST_SKIP() << "python3-jsonschema is not installed (scripts/setup.sh installs it)";
@@ -132,6 +157,11 @@ void generate_and_validate(const Tokenizer& tok, int per_schema, uint64_t seed, 
       ASSERT_TRUE(ended) << schemas[i]["name"] << ": the walk did not end: " << text;
       ASSERT_TRUE(onebit::utf8_valid(text)) << schemas[i]["name"] << ": ill-formed UTF-8: " << text;
       samples.push_back(Json{{"schema", i}, {"text", text}});
+      // Uniformly random tokens (they never close a string by themselves) under a short budget.
+      const int32_t budget = compiled->min_chars_to_end(compiled->start()) + 20 + int32_t(rng() % 80);
+      const std::string cut = budget_walk(compiled, rng, budget, ended);
+      ASSERT_TRUE(ended) << schemas[i]["name"] << ": not complete within " << budget << " tokens: " << cut;
+      samples.push_back(Json{{"schema", i}, {"text", cut}});
     }
   }
   const std::string path = (std::filesystem::temp_directory_path() / ("onebit_schema_samples_" + tag + ".json")).string();
