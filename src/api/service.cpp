@@ -33,7 +33,8 @@ Result<std::unique_ptr<ApiService>> ApiService::create(const Tokenizer& tokenize
     auto t = ChatTemplate::parse(s->options_.template_source);
     if (!t.ok()) return make_error("tokenizer.chat_template: " + t.message());
     s->template_ = std::move(*t);
-    // Whether the template renders tools: a prompt with one tool against one without.
+    // Whether the template renders tools: a prompt with one tool against one without (a template
+    // that fails without tools, as Hermes 3's tool_use, renders them too).
     ChatInputs probe;
     probe.messages = ordered_json::array({ordered_json{{"role", "user"}, {"content", "Hi"}}});
     probe.kwargs = s->special_tokens_;
@@ -42,7 +43,7 @@ Result<std::unique_ptr<ApiService>> ApiService::create(const Tokenizer& tokenize
         {"type", "function"},
         {"function", {{"name", "probe"}, {"description", "probe"}, {"parameters", {{"type", "object"}, {"properties", ordered_json::object()}}}}}}});
     auto with = s->template_->render_chat(probe);
-    const bool renders = plain.ok() && with.ok() && *plain != *with;
+    const bool renders = with.ok() && (!plain.ok() || *plain != *with);
     auto tools = template_tools(s->options_.template_source, renders);
     if (tools.ok()) {
       s->template_tools_ = *tools;
@@ -241,8 +242,9 @@ ApiResult<std::unique_ptr<Completion>> ApiService::start_completion(const std::s
   setup.tools = tool_format;
   setup.n_logprobs = static_cast<int32_t>(r.logprobs);
   setup.text.stop = r.stop;
-  // Under a grammar the reply is the grammar's text: no reasoning is split out of it.
-  setup.text.split_reasoning = endpoint == Endpoint::kChat && r.split_reasoning && r.grammar.empty();
+  // Under a grammar (a schema, or a forced tool call) the reply is the grammar's text: no
+  // reasoning is split out of it.
+  setup.text.split_reasoning = endpoint == Endpoint::kChat && r.split_reasoning && gbnf.empty();
   setup.text.starts_in_reasoning = setup.text.split_reasoning && ends_inside_think(rendered, setup.text.think_open);
   return std::make_unique<Completion>(std::move(setup), std::move(*handles), tokenizer_);
 }

@@ -399,6 +399,10 @@ int32_t GrammarConstraint::mask(std::span<float> logits, int32_t budget) {
       allowed += 64;
       continue;
     }
+    if (word == 0) {  // structure: most words allow nothing
+      std::fill(logits.begin() + ptrdiff_t(base), logits.begin() + ptrdiff_t(end), kNegInf);
+      continue;
+    }
     for (size_t i = base; i < end; ++i) {
       if ((word >> (i - base)) & 1) {
         ++allowed;

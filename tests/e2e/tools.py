@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Tool calls through `1bit serve` with the official `openai` client (issue 18): for each chat
 template family (Qwen3, Qwen2.5 and Hermes 3 <tool_call>, Llama 3.1 JSON, Mistral Nemo
-[TOOL_CALLS]) on a random-init model with that family's tokenizer, and for our trained model
-(whose template ignores tools: the server describes them), the client makes a round trip (a
+[TOOL_CALLS]) on a random-init model with that family's tokenizer, and for templates that ignore
+tools (our trained model's, DeepSeek-R1-Distill's: the server describes them), the client makes a round trip (a
 required call, the tool's result, a final answer; plain and streamed) and `--samples` seeded
 replies with tool_choice "required" or a named function. Every reply must be finish_reason
 "tool_calls" with calls of allowed functions (the named one when named; one call when
@@ -87,6 +87,8 @@ def main():
             ("onebit-20m (own template, tools described by the server)", args.model, []),
             ("Qwen3", qwen, []),
             ("Qwen2.5", qwen, ["--chat-template-file", os.path.join(templates, "Qwen-Qwen2.5-7B-Instruct.jinja")]),
+            ("DeepSeek-R1-Distill (tools described by the server)", qwen,
+             ["--chat-template-file", os.path.join(templates, "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja")]),
             ("Hermes 3", llama, ["--chat-template-file",
                                  os.path.join(templates, "NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja")]),
             ("Llama 3.1", llama, ["--chat-template-file", os.path.join(templates, "meta-llama-Llama-3.1-8B-Instruct.jinja")]),

@@ -16,7 +16,7 @@ TEST(Tools, RoundTripsAndForcedCallsOnEveryTemplate) {
 #ifdef ONEBIT_SANITIZED
   const std::string samples = "2";
 #else
-  const std::string samples = "8";
+  const std::string samples = "6";
 #endif
   const auto r = testing::run_command("python3 " + testing::source_path("tests/e2e/tools.py") + " --binary " +
                                       testing::binary_path() + " --model " + onebit_model() + " --testdata " +
