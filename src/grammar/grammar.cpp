@@ -34,29 +34,8 @@ int32_t Grammar::find_rule(std::string_view name) const {
 
 namespace {
 
-using Ranges = std::vector<std::pair<uint32_t, uint32_t>>;
-
-// Sorts and merges ranges; negation complements them over [0, U+10FFFF].
-Ranges normalize(Ranges r, bool negate) {
-  std::sort(r.begin(), r.end());
-  Ranges merged;
-  for (const auto& x : r) {
-    if (!merged.empty() && x.first <= merged.back().second + 1) {
-      merged.back().second = std::max(merged.back().second, x.second);
-    } else {
-      merged.push_back(x);
-    }
-  }
-  if (!negate) return merged;
-  Ranges out;
-  uint32_t next = 0;
-  for (const auto& [a, b] : merged) {
-    if (a > next) out.emplace_back(next, a - 1);
-    next = b + 1;
-  }
-  if (next <= kMaxCodePoint) out.emplace_back(next, kMaxCodePoint);
-  return out;
-}
+using Ranges = CodeRanges;
+constexpr auto normalize = normalize_ranges;
 
 struct Elem {  // an element while parsing (Element without the flat layout)
   Element::Kind kind;
@@ -536,6 +515,27 @@ void append_char(uint32_t cp, bool in_class, std::string& out) {
 }
 
 }  // namespace
+
+CodeRanges normalize_ranges(CodeRanges r, bool negate) {
+  std::sort(r.begin(), r.end());
+  CodeRanges merged;
+  for (const auto& x : r) {
+    if (!merged.empty() && x.first <= merged.back().second + 1) {
+      merged.back().second = std::max(merged.back().second, x.second);
+    } else {
+      merged.push_back(x);
+    }
+  }
+  if (!negate) return merged;
+  CodeRanges out;
+  uint32_t next = 0;
+  for (const auto& [a, b] : merged) {
+    if (a > next) out.emplace_back(next, a - 1);
+    next = b + 1;
+  }
+  if (next <= kMaxCodePoint) out.emplace_back(next, kMaxCodePoint);
+  return out;
+}
 
 Result<Grammar> parse_gbnf(std::string_view text) { return Parser(text).run(); }
 

@@ -36,6 +36,11 @@ struct Rule {
   std::vector<int32_t> alternatives;  // index of each alternative's first element; each runs to a kEnd
 };
 
+using CodeRanges = std::vector<std::pair<uint32_t, uint32_t>>;  // inclusive [lo, hi]
+
+// Sorts and merges code point ranges; `negate` complements them over [0, U+10FFFF].
+CodeRanges normalize_ranges(CodeRanges ranges, bool negate);
+
 // Limits on what a grammar may be (a request sends it): the text, its rules, a repetition count.
 inline constexpr size_t kMaxGrammarBytes = 1 << 18;
 inline constexpr size_t kMaxGrammarElements = 1 << 16;

@@ -38,7 +38,7 @@ std::string gbnf_literal(const std::string& bytes) {
 
 namespace {
 
-using Ranges = std::vector<std::pair<uint32_t, uint32_t>>;
+using Ranges = CodeRanges;
 
 // Shared rules, added when first used.
 const std::map<std::string, std::string>& primitives() {
@@ -106,25 +106,7 @@ bool value_has_type(const Json& v, const std::string& type) {
 // The JSON text of a string character class (code points of the decoded string): raw characters
 // where JSON allows them, escapes for '"', '\' and control characters.
 std::string json_char_class(Ranges ranges, bool negate) {
-  std::sort(ranges.begin(), ranges.end());
-  Ranges merged;
-  for (const auto& r : ranges) {
-    if (!merged.empty() && r.first <= merged.back().second + 1) {
-      merged.back().second = std::max(merged.back().second, r.second);
-    } else {
-      merged.push_back(r);
-    }
-  }
-  if (negate) {
-    Ranges c;
-    uint32_t next = 0;
-    for (const auto& [a, b] : merged) {
-      if (a > next) c.emplace_back(next, a - 1);
-      next = b + 1;
-    }
-    if (next <= kMaxCodePoint) c.emplace_back(next, kMaxCodePoint);
-    merged = c;
-  }
+  const Ranges merged = normalize_ranges(std::move(ranges), negate);
   auto in = [&](uint32_t cp) {
     for (const auto& [a, b] : merged) {
       if (cp >= a && cp <= b) return true;
@@ -306,13 +288,12 @@ class RegexToGbnf {
       return "";
     }
     Ranges r;
-    bool negate = false;
-    if (!escape_or_char(r, negate, false)) return "";
-    return json_char_class(r, negate);
+    if (!escape_or_char(r, false)) return "";
+    return json_char_class(r, false);
   }
 
   // One character or escape into `r` (a class escape like \d may set several ranges).
-  bool escape_or_char(Ranges& r, bool& negate, bool in_class) {
+  bool escape_or_char(Ranges& r, bool in_class) {
     if (re_[pos_] != '\\') {
       const Utf8Char u = utf8_decode(re_, pos_);
       if (u.status != Utf8Status::kValid) return fail("ill-formed UTF-8").message.empty();
@@ -370,7 +351,6 @@ class RegexToGbnf {
         if (std::isdigit(static_cast<unsigned char>(e))) return fail("back-references are not supported").message.empty();
         if (std::isalpha(static_cast<unsigned char>(e))) return fail("the escape \\" + std::string(1, e) + " is not supported").message.empty();
         r.emplace_back(uint32_t(uint8_t(e)), uint32_t(uint8_t(e)));
-        (void)negate;
         return true;
     }
   }
@@ -387,13 +367,12 @@ class RegexToGbnf {
     while (error_.empty() && pos_ < re_.size() && (re_[pos_] != ']' || first)) {
       first = false;
       Ranges one;
-      bool unused = false;
-      if (!escape_or_char(one, unused, true)) return "";
+      if (!escape_or_char(one, true)) return "";
       if (one.size() == 1 && one[0].first == one[0].second && pos_ + 1 < re_.size() && re_[pos_] == '-' &&
           re_[pos_ + 1] != ']') {
         ++pos_;
         Ranges hi;
-        if (!escape_or_char(hi, unused, true)) return "";
+        if (!escape_or_char(hi, true)) return "";
         if (hi.size() != 1 || hi[0].first < one[0].first) {
           fail("a bad range in a character class");
           return "";
@@ -424,7 +403,7 @@ class Converter {
 
   Result<std::string> run() {
     ONEBIT_ASSIGN_OR_RETURN(std::string expr, visit(root_, ""));
-    add(prefix_ + "root", expr, true);
+    add(prefix_ + "root", expr);
     std::string out;
     // The root first, then the rest in the order made.
     out += prefix_ + "root ::= " + bodies_.at(prefix_ + "root") + "\n";
@@ -462,13 +441,12 @@ class Converter {
         out += body[i++];
       }
     }
-    add(full, out, true);
+    add(full, out);
     for (const std::string& p : used) prim(p);
     return full;
   }
 
-  void add(const std::string& name, const std::string& body, bool fixed) {
-    (void)fixed;
+  void add(const std::string& name, const std::string& body) {
     if (!bodies_.count(name)) order_.push_back(name);
     bodies_[name] = body;
   }
@@ -483,7 +461,7 @@ class Converter {
     for (int i = 2; bodies_.count(name) || primitives().count(name.substr(prefix_.size())); ++i) {
       name = prefix_ + base + "-" + std::to_string(i);
     }
-    add(name, body, false);
+    add(name, body);
     by_body_[body] = name;
     return name;
   }

@@ -323,11 +323,6 @@ std::shared_ptr<const std::vector<uint64_t>> CompiledGrammar::mask_locked(MatchS
   return m;
 }
 
-size_t CompiledGrammar::cached_masks() const {
-  std::lock_guard<std::mutex> lock(const_cast<std::mutex&>(mu_));
-  return masks_.size();
-}
-
 bool CompiledGrammar::can_end(MatchState s) {
   std::lock_guard<std::mutex> lock(mu_);
   const auto& tops = states_[size_t(s.state)];

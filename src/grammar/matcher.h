@@ -95,7 +95,6 @@ class CompiledGrammar {
 
   const Grammar& grammar() const { return grammar_; }
   const TokenTable& table() const { return *table_; }
-  size_t cached_masks() const;
 
  private:
   static constexpr int32_t kDead = -1;
