@@ -148,7 +148,34 @@ class Backend {
   // head_dim]; k, v [n_kv, n_kv_heads * head_dim] with n_kv >= first_pos + n (the cache rows).
   virtual void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                          const AttentionParams& p) = 0;
+
+  // --- mixture of experts (a token's FFN is the weighted sum of top_k of n_experts FFNs) ---
+  // Router. For each row i of logits F32 [n, n_experts]: p = softmax(logits[i]); ids[i, :] = the
+  // top_k = ids.n_cols experts of largest p, largest first (the lower index first on equal p);
+  // weights[i, :] = their p, divided by their sum when `normalize`. ids I32 [n, top_k]; weights
+  // F32 [n, top_k]; top_k <= n_experts.
+  virtual void moe_route(const Tensor& logits, bool normalize, const Tensor& ids, const Tensor& weights) = 0;
+  // Expert-indexed product. w stacks n_experts matrices of m = w.n_rows / n_experts rows each
+  // ([n_experts * m, k], any matmul type; expert e is w.rows(e * m, m)); ids I32 [n, top_k]; x F32
+  // [n, k] (row i serves all top_k pairs of token i) or [n * top_k, k] (one row per pair); out F32
+  // [n * top_k, m] with out[i * top_k + j, :] = x_row * W_{ids[i, j]}^T. CHECKs ids < n_experts.
+  // Each expert's weights are read once per call however many pairs route to it.
+  virtual void moe_matmul(const Tensor& w, int32_t n_experts, const Tensor& x, const Tensor& ids,
+                          const Tensor& out) = 0;
+  // out[i, :] = sum over j = 0 .. top_k - 1 in order of weights[i, j] * y[i * top_k + j, :].
+  // weights F32 [n, top_k]; y F32 [n * top_k, d]; out F32 [n, d] (does not alias y).
+  virtual void moe_combine(const Tensor& y, const Tensor& weights, const Tensor& out) = 0;
+  // out = x * sigmoid(g) elementwise; g is [n, d] like x, or [n, 1] (one gate per row). out may
+  // alias x.
+  virtual void sigmoid_mul(const Tensor& x, const Tensor& g, const Tensor& out) = 0;
 };
+
+// CHECKs of the shapes and types the MoE ops and sigmoid_mul take (every backend calls them; data,
+// such as expert ids in range, is checked where it is read).
+void check_moe_route(const Tensor& logits, const Tensor& ids, const Tensor& weights);
+void check_moe_matmul(const Tensor& w, int32_t n_experts, const Tensor& x, const Tensor& ids, const Tensor& out);
+void check_moe_combine(const Tensor& y, const Tensor& weights, const Tensor& out);
+void check_sigmoid_mul(const Tensor& x, const Tensor& g, const Tensor& out);
 
 // The scalar reference backend (backend/reference/): host memory, clear loops, the oracle.
 std::unique_ptr<Backend> make_reference_backend();

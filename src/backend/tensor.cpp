@@ -30,3 +30,32 @@ Tensor Tensor::reshaped(int64_t rows, int64_t cols) const {
 }
 
 }  // namespace onebit
+
+namespace onebit {
+
+void check_moe_route(const Tensor& logits, const Tensor& ids, const Tensor& weights) {
+  ONEBIT_CHECK(logits.type == GgmlType::kF32 && ids.type == GgmlType::kI32 && weights.type == GgmlType::kF32);
+  ONEBIT_CHECK(ids.n_rows == logits.n_rows && weights.n_rows == logits.n_rows && weights.n_cols == ids.n_cols);
+  ONEBIT_CHECK(ids.n_cols >= 1 && ids.n_cols <= logits.n_cols);
+}
+
+void check_moe_matmul(const Tensor& w, int32_t n_experts, const Tensor& x, const Tensor& ids, const Tensor& out) {
+  ONEBIT_CHECK(n_experts >= 1 && w.n_rows % n_experts == 0);
+  ONEBIT_CHECK(ids.type == GgmlType::kI32 && x.type == GgmlType::kF32 && out.type == GgmlType::kF32);
+  const int64_t pairs = ids.n_rows * ids.n_cols;
+  ONEBIT_CHECK(x.n_cols == w.n_cols && (x.n_rows == ids.n_rows || x.n_rows == pairs));
+  ONEBIT_CHECK(out.n_rows == pairs && out.n_cols == w.n_rows / n_experts);
+}
+
+void check_moe_combine(const Tensor& y, const Tensor& weights, const Tensor& out) {
+  ONEBIT_CHECK(y.type == GgmlType::kF32 && weights.type == GgmlType::kF32 && out.type == GgmlType::kF32);
+  ONEBIT_CHECK(out.n_rows == weights.n_rows && y.n_rows == weights.n_rows * weights.n_cols && y.n_cols == out.n_cols);
+}
+
+void check_sigmoid_mul(const Tensor& x, const Tensor& g, const Tensor& out) {
+  ONEBIT_CHECK(x.type == GgmlType::kF32 && g.type == GgmlType::kF32 && out.type == GgmlType::kF32);
+  ONEBIT_CHECK(out.n_rows == x.n_rows && out.n_cols == x.n_cols);
+  ONEBIT_CHECK(g.n_rows == x.n_rows && (g.n_cols == x.n_cols || g.n_cols == 1));
+}
+
+}  // namespace onebit

@@ -9,6 +9,8 @@
 //   rms_norm, rope: 1e-12 (float roundings of double-accumulated values);
 //   swiglu, softmax: 1e-11 (vectorized / device exp, a few ulp);
 //   attention, paged_attention: 1e-10 (float online softmax and dot products);
+//   moe_route: 1e-11 and the same expert ids; moe_combine: 1e-12; sigmoid_mul: 1e-11;
+//   moe_matmul: matmul's budgets;
 //   matmul with float weights (F32/F16/BF16), and every type on CUDA (dequantized to float,
 //   float accumulation): 1e-9; quantized weights on the CPU: 5e-4 (it rounds activations to
 //   Q8 / Q8_K, ~1/254 per element; ggml allows 5e-4 for quantized mul_mat).
@@ -337,6 +339,110 @@ TEST_P(BackendOpsTest, PagedAttentionF32AndF16Pools) {
 }
 
 // make_backend: the names it knows, and CUDA's reason when it is not usable.
+// Distinct random experts for each of n tokens: ids I32 [n, top_k] row-major.
+std::vector<int32_t> random_routes(int64_t n, int32_t top_k, int32_t n_experts, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> ids;
+  for (int64_t i = 0; i < n; ++i) {
+    std::vector<int32_t> e(static_cast<size_t>(n_experts), 0);
+    std::iota(e.begin(), e.end(), 0);
+    std::shuffle(e.begin(), e.end(), rng);
+    ids.insert(ids.end(), e.begin(), e.begin() + top_k);
+  }
+  return ids;
+}
+
+Tensor upload_ids(Backend& be, int64_t n, int32_t top_k, const std::vector<int32_t>& ids) {
+  Tensor t = be.alloc(GgmlType::kI32, n, top_k).value();
+  be.write(t, ids.data());
+  return t;
+}
+
+std::vector<int32_t> download_i32(Backend& be, const Tensor& t) {
+  std::vector<int32_t> out(size_t(t.n_rows * t.n_cols));
+  be.read(t, out.data());
+  be.synchronize();
+  return out;
+}
+
+// The router: the same experts in the same order (logits drawn wide apart enough that float and
+// double softmax agree on the order), weights within float rounding; renormalized or not.
+TEST_P(BackendOpsTest, MoeRouteTopK) {
+  for (int32_t n_exp : {4, 8, 60, 128}) {
+    for (int32_t top_k : {1, 2, 8}) {
+      if (top_k > n_exp) continue;
+      for (int64_t n : {1, 3, 17}) {
+        for (bool normalize : {false, true}) {
+          const std::string what = "moe_route E=" + std::to_string(n_exp) + " k=" + std::to_string(top_k) +
+                                   " n=" + std::to_string(n) + (normalize ? " norm" : "");
+          const auto logits = random_floats(size_t(n * n_exp), 21 + n_exp, 4.0f);
+          std::vector<int32_t> got_ids, want_ids;
+          check(what, n, top_k, [&](Backend& b, const Tensor& w) {
+            Tensor ids = b.alloc(GgmlType::kI32, n, top_k).value();
+            b.moe_route(input_view(b, n, n_exp, logits), normalize, ids, w);
+            (&b == &be() ? got_ids : want_ids) = download_i32(b, ids);
+          }, 1e-11);
+          EXPECT_EQ(got_ids, want_ids) << what;
+        }
+      }
+    }
+  }
+}
+
+// The expert-indexed product over every weight type: activations shared by a token's pairs or
+// one per pair, tokens routed so that some experts get several pairs, one or none; expert
+// slices of whole 8-row panels (m = 24) and of odd ones (m = 13).
+TEST_P(BackendOpsTest, MoeMatmulEveryType) {
+  const int32_t n_exp = 6, top_k = 2;
+  for (GgmlType type : kWeightTypes) {
+    const int64_t k = is_float(type) ? 40 : block_of(type) == 32 ? 96 : 256;
+    const double budget = (is_float(type) || bname() != "cpu") ? 1e-9 : 5e-4;
+    for (int64_t m : {24, 13}) {
+      const auto bytes = quantized(type, n_exp * m, k, 31);
+      for (int64_t n : {1, 3, 17}) {
+        const auto ids = random_routes(n, top_k, n_exp, uint32_t(40 + n));
+        for (bool shared : {true, false}) {
+          const int64_t xr = shared ? n : n * top_k;
+          const auto x = random_floats(size_t(xr * k), 41);
+          check(std::string("moe_matmul ") + ggml_type_name(uint32_t(type)) + " m=" + std::to_string(m) +
+                    " n=" + std::to_string(n) + (shared ? " shared x" : " x per pair"),
+                n * top_k, m,
+                [&](Backend& b, const Tensor& o) {
+                  Tensor w = b.weight_from_host(type, n_exp * m, k, bytes).value();
+                  b.moe_matmul(w, n_exp, input_view(b, xr, k, x), upload_ids(b, n, top_k, ids), o);
+                },
+                budget);
+        }
+      }
+    }
+  }
+}
+
+TEST_P(BackendOpsTest, MoeCombineAndSigmoidMul) {
+  for (int64_t n : {1, 3, 17}) {
+    for (int32_t top_k : {1, 2, 8}) {
+      const int64_t d = 100;
+      const auto y = random_floats(size_t(n * top_k * d), 51), w = random_floats(size_t(n * top_k), 52);
+      check("moe_combine n=" + std::to_string(n) + " k=" + std::to_string(top_k), n, d,
+            [&](Backend& b, const Tensor& o) {
+              b.moe_combine(input_view(b, n * top_k, d, y), input_view(b, n, top_k, w), o);
+            }, 1e-12);
+    }
+    const int64_t d = 70;
+    const auto x = random_floats(size_t(n * d), 53, 3.0f), g = random_floats(size_t(n * d), 54, 4.0f);
+    check("sigmoid_mul n=" + std::to_string(n), n, d, [&](Backend& b, const Tensor& o) {
+      b.sigmoid_mul(input_view(b, n, d, x), input_view(b, n, d, g), o);
+    }, 1e-11);
+    check("sigmoid_mul row gate n=" + std::to_string(n), n, d, [&](Backend& b, const Tensor& o) {
+      b.sigmoid_mul(input_view(b, n, d, x), input_view(b, n, 1, g), o);
+    }, 1e-11);
+    check("sigmoid_mul in place n=" + std::to_string(n), n, d, [&](Backend& b, const Tensor& o) {
+      b.write(o, x.data());
+      b.sigmoid_mul(o, input_view(b, n, 1, g), o);
+    }, 1e-11);
+  }
+}
+
 TEST_P(BackendOpsTest, FactoryNamesBackends) {
   auto cpu = make_backend("cpu", 1);
   ASSERT_TRUE(cpu.ok()) << cpu.message();

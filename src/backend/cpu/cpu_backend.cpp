@@ -144,6 +144,38 @@ class CpuBackend final : public HostBackend {
   }
 
   void rope(const Tensor& x, const Tensor& positions, const RopeParams& p) override;
+
+  void moe_route(const Tensor& logits, bool normalize, const Tensor& ids, const Tensor& weights) override;
+  void moe_matmul(const Tensor& w, int32_t n_experts, const Tensor& x, const Tensor& ids, const Tensor& out) override;
+
+  void moe_combine(const Tensor& y, const Tensor& weights, const Tensor& out) override {
+    check_moe_combine(y, weights, out);
+    const int64_t top_k = weights.n_cols, d = out.n_cols;
+    pool_.parallel_for(Parallel::kStatic, out.n_rows, [&](int64_t b, int64_t e, int) {
+      for (int64_t i = b; i < e; ++i) {
+        float* o = f32_row(out, i);
+        const float* wi = f32_row(weights, i);
+        for (int64_t c = 0; c < d; ++c) o[c] = wi[0] * f32_row(y, i * top_k)[c];
+        for (int64_t j = 1; j < top_k; ++j) {
+          const float* yr = f32_row(y, i * top_k + j);
+          for (int64_t c = 0; c < d; ++c) o[c] += wi[j] * yr[c];
+        }
+      }
+    });
+  }
+
+  void sigmoid_mul(const Tensor& x, const Tensor& g, const Tensor& out) override {
+    check_sigmoid_mul(x, g, out);
+    pool_.parallel_for(Parallel::kStatic, x.n_rows, [&](int64_t b, int64_t e, int) {
+      for (int64_t r = b; r < e; ++r) {
+        const float* xr = f32_row(x, r);
+        const float* gr = f32_row(g, r);
+        float* o = f32_row(out, r);
+        for (int64_t c = 0; c < x.n_cols; ++c) o[c] = xr[c] / (1.0f + std::exp(-gr[g.n_cols == 1 ? 0 : c]));
+      }
+    });
+  }
+
   void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                  const AttentionParams& p) override;
   void paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool, const Tensor& positions,
@@ -171,6 +203,11 @@ class CpuBackend final : public HostBackend {
   std::vector<int32_t> kv_rows_;      // [sum of key counts]
   std::vector<int64_t> kv_first_;     // [n_seqs]
   std::vector<int64_t> kv_count_;     // [n_seqs]
+  // moe_matmul: pairs grouped by expert (pair indices, and where each expert's group starts), and
+  // the gathered activation and output rows of the groups of more than one pair.
+  std::vector<int32_t> moe_order_;    // [n * top_k]
+  std::vector<int64_t> moe_first_;    // [n_experts + 1]
+  Tensor moe_x_, moe_y_;              // F32 [1, capacity] each, grown on demand
   // Repacked weights (panels.h) by the buffer of the weight they were made from.
   struct FreeDeleter {
     void operator()(uint8_t* p) const { std::free(p); }
@@ -213,13 +250,17 @@ void CpuBackend::matmul(const Tensor& w, const Tensor& x, const Tensor& out) {
   }
 
   // Weight rows go to the kernel in groups: one row, or one panel of kPanelRows rows when the
-  // weight was repacked (whole tensors only, not row views). Every tile edge is a group edge.
+  // weight was repacked (the whole tensor or a view of whole panels, such as one expert of a
+  // stack). Every tile edge is a group edge.
   const auto panels = panels_of_.find(w.buffer);
-  const bool panel = panels != panels_of_.end() && w.offset_bytes == 0 && w.n_rows == panels->second.n_rows;
+  const int64_t first_row = w.row_stride_bytes > 0 ? int64_t(w.offset_bytes / w.row_stride_bytes) : 0;
+  const bool panel = panels != panels_of_.end() && w.offset_bytes % w.row_stride_bytes == 0 &&
+                     first_row % cpu::kPanelRows == 0 && m % cpu::kPanelRows == 0 &&
+                     first_row + m <= panels->second.n_rows;
   const cpu::DotFn fn = panel ? table_->panel_by_type[static_cast<uint32_t>(w.type)] : kern.fn;
   const int64_t g = panel ? cpu::kPanelRows : 1;
-  const uint8_t* w0 = panel ? panels->second.bytes.get() : row_ptr(w, 0);
   const size_t ws = panel ? cpu::panel_bytes(w.type, k) : w.row_stride_bytes;  // bytes per group
+  const uint8_t* w0 = panel ? panels->second.bytes.get() + size_t(first_row / g) * ws : row_ptr(w, 0);
   float* out0 = f32_row(out, 0);
   const size_t os = out.row_stride_bytes / sizeof(float);
   auto run_rows = [&](int64_t r0, int64_t r1, const void* a, int n_x, float* o) {
@@ -247,6 +288,80 @@ void CpuBackend::matmul(const Tensor& w, const Tensor& x, const Tensor& out) {
       }
     }
   }, /*chunk=*/1);
+}
+
+// Float softmax, then the top_k by a partial sort (descending p, lower index first on ties).
+void CpuBackend::moe_route(const Tensor& logits, bool normalize, const Tensor& ids, const Tensor& weights) {
+  check_moe_route(logits, ids, weights);
+  const int64_t n_exp = logits.n_cols, top_k = ids.n_cols;
+  pool_.parallel_for(Parallel::kStatic, logits.n_rows, [&](int64_t b, int64_t e, int t) {
+    std::vector<float>& p = scratch_[t].a;
+    p.resize(size_t(n_exp));
+    std::vector<int32_t> order(static_cast<size_t>(n_exp));
+    for (int64_t i = b; i < e; ++i) {
+      cpu::softmax_row(f32_row(logits, i), p.data(), n_exp);
+      for (int64_t x = 0; x < n_exp; ++x) order[x] = int32_t(x);
+      std::partial_sort(order.begin(), order.begin() + top_k, order.end(),
+                        [&](int32_t a, int32_t c) { return p[a] > p[c] || (p[a] == p[c] && a < c); });
+      float sum = 0.0f;
+      for (int64_t j = 0; j < top_k; ++j) sum += p[order[j]];
+      int32_t* id = reinterpret_cast<int32_t*>(row_ptr(ids, i));
+      float* wt = f32_row(weights, i);
+      for (int64_t j = 0; j < top_k; ++j) {
+        id[j] = order[j];
+        wt[j] = normalize ? p[order[j]] / sum : p[order[j]];
+      }
+    }
+  });
+}
+
+// Pairs grouped by expert (a counting sort), then one matmul per expert over its group: the
+// expert's weights stream once whatever the group size. A group of one pair runs on the views
+// of its rows in place; larger groups gather their activation rows first and scatter after.
+void CpuBackend::moe_matmul(const Tensor& w, int32_t n_experts, const Tensor& x, const Tensor& ids,
+                            const Tensor& out) {
+  check_moe_matmul(w, n_experts, x, ids, out);
+  const int64_t m = w.n_rows / n_experts, top_k = ids.n_cols, pairs = ids.n_rows * top_k;
+  const bool shared_x = x.n_rows == ids.n_rows && top_k > 1;  // x row i serves pairs i * top_k ..
+  moe_first_.assign(size_t(n_experts) + 1, 0);
+  for (int64_t p = 0; p < pairs; ++p) {
+    const int32_t e = i32_row(ids, p / top_k)[p % top_k];
+    ONEBIT_CHECK(e >= 0 && e < n_experts);
+    ++moe_first_[size_t(e) + 1];
+  }
+  for (int32_t e = 0; e < n_experts; ++e) moe_first_[e + 1] += moe_first_[e];
+  moe_order_.resize(size_t(pairs));
+  std::vector<int64_t> fill(moe_first_.begin(), moe_first_.end() - 1);
+  for (int64_t p = 0; p < pairs; ++p) moe_order_[size_t(fill[i32_row(ids, p / top_k)[p % top_k]]++)] = int32_t(p);
+  const auto x_row = [&](int64_t p) { return shared_x ? p / top_k : p; };
+  // A [c, cols] F32 view of buffer t, grown (never shrunk) to hold pairs x cols.
+  const auto rows_of = [&](Tensor& t, int64_t c, int64_t cols) {
+    if (!t.valid() || t.n_cols < pairs * cols) {
+      if (t.valid()) free(t);
+      auto a = alloc(GgmlType::kF32, 1, std::max<int64_t>(pairs * cols, 1 << 16));
+      ONEBIT_CHECK(a.ok());
+      t = *a;
+    }
+    return Tensor{t.buffer, t.offset_bytes, GgmlType::kF32, c, cols, size_t(cols) * sizeof(float)};
+  };
+  for (int32_t e = 0; e < n_experts; ++e) {
+    const int64_t first = moe_first_[e], c = moe_first_[e + 1] - first;
+    if (c == 0) continue;
+    const Tensor we = w.rows(int64_t(e) * m, m);
+    if (c == 1) {
+      const int64_t p = moe_order_[size_t(first)];
+      matmul(we, x.rows(x_row(p), 1), out.rows(p, 1));
+      continue;
+    }
+    const Tensor xs = rows_of(moe_x_, c, x.n_cols), ys = rows_of(moe_y_, c, m);
+    for (int64_t r = 0; r < c; ++r) {
+      std::memcpy(f32_row(xs, r), f32_row(x, x_row(moe_order_[size_t(first + r)])), size_t(x.n_cols) * sizeof(float));
+    }
+    matmul(we, xs, ys);
+    for (int64_t r = 0; r < c; ++r) {
+      std::memcpy(f32_row(out, moe_order_[size_t(first + r)]), f32_row(ys, r), size_t(m) * sizeof(float));
+    }
+  }
 }
 
 Status CpuBackend::pack_panels(const Tensor& t, std::span<const uint8_t> bytes) {

@@ -109,6 +109,71 @@ class ReferenceBackend final : public HostBackend {
   }
 
   void rope(const Tensor& x, const Tensor& positions, const RopeParams& p) override;
+
+  // Softmax in double, then a stable sort by descending p (ties: lower index first), then the
+  // first top_k, renormalized in double.
+  void moe_route(const Tensor& logits, bool normalize, const Tensor& ids, const Tensor& weights) override {
+    check_moe_route(logits, ids, weights);
+    const int64_t n_exp = logits.n_cols, top_k = ids.n_cols;
+    std::vector<float> p(static_cast<size_t>(n_exp));
+    std::vector<int32_t> order(static_cast<size_t>(n_exp));
+    for (int64_t i = 0; i < logits.n_rows; ++i) {
+      softmax_row(f32_row(logits, i), p.data(), n_exp);
+      for (int64_t e = 0; e < n_exp; ++e) order[e] = int32_t(e);
+      std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return p[a] > p[b]; });
+      double sum = 0.0;
+      for (int64_t j = 0; j < top_k; ++j) sum += p[order[j]];
+      int32_t* id = const_cast<int32_t*>(i32_row(ids, i));
+      for (int64_t j = 0; j < top_k; ++j) {
+        id[j] = order[j];
+        f32_row(weights, i)[j] = normalize ? float(p[order[j]] / sum) : p[order[j]];
+      }
+    }
+  }
+
+  // Each pair alone: its expert's rows dequantized and dotted with the pair's activation row.
+  void moe_matmul(const Tensor& w, int32_t n_experts, const Tensor& x, const Tensor& ids, const Tensor& out) override {
+    check_moe_matmul(w, n_experts, x, ids, out);
+    const int64_t m = w.n_rows / n_experts, top_k = ids.n_cols;
+    std::vector<float> w_row(static_cast<size_t>(w.n_cols));  // [k]
+    for (int64_t i = 0; i < ids.n_rows; ++i) {
+      for (int64_t j = 0; j < top_k; ++j) {
+        const int32_t e = i32_row(ids, i)[j];
+        ONEBIT_CHECK(e >= 0 && e < n_experts);
+        const int64_t pair = i * top_k + j;
+        const float* xr = f32_row(x, x.n_rows == ids.n_rows ? i : pair);
+        for (int64_t r = 0; r < m; ++r) {
+          dequantize_row(w.type, row_ptr(w, e * m + r), w_row.data(), w.n_cols);
+          double acc = 0.0;
+          for (int64_t c = 0; c < w.n_cols; ++c) acc += double(w_row[c]) * xr[c];
+          f32_row(out, pair)[r] = static_cast<float>(acc);
+        }
+      }
+    }
+  }
+
+  void moe_combine(const Tensor& y, const Tensor& weights, const Tensor& out) override {
+    check_moe_combine(y, weights, out);
+    const int64_t top_k = weights.n_cols;
+    for (int64_t i = 0; i < out.n_rows; ++i) {
+      for (int64_t c = 0; c < out.n_cols; ++c) {
+        double acc = 0.0;
+        for (int64_t j = 0; j < top_k; ++j) acc += double(f32_row(weights, i)[j]) * f32_row(y, i * top_k + j)[c];
+        f32_row(out, i)[c] = static_cast<float>(acc);
+      }
+    }
+  }
+
+  void sigmoid_mul(const Tensor& x, const Tensor& g, const Tensor& out) override {
+    check_sigmoid_mul(x, g, out);
+    for (int64_t r = 0; r < x.n_rows; ++r) {
+      for (int64_t c = 0; c < x.n_cols; ++c) {
+        const double gate = f32_row(g, r)[g.n_cols == 1 ? 0 : c];
+        f32_row(out, r)[c] = static_cast<float>(f32_row(x, r)[c] / (1.0 + std::exp(-gate)));
+      }
+    }
+  }
+
   void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                  const AttentionParams& p) override;
   void paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool, const Tensor& positions,
