@@ -1,5 +1,6 @@
-// HF -> GGUF conversion for llama / qwen2 / qwen3. The reference is llama.cpp's
-// convert_hf_to_gguf.py (LlamaModel.permute and modify_tensors, Qwen2Model, Qwen3Model) and
+// HF -> GGUF conversion for llama / qwen2 / qwen3 / qwen2moe / qwen3moe. The reference is
+// llama.cpp's convert_hf_to_gguf.py (LlamaModel.permute and modify_tensors, Qwen2Model, Qwen3Model,
+// Qwen2MoeModel: per-expert tensors stacked into one 3-D tensor per layer and projection) and
 // gguf-py's tensor_mapping.py for the names. Output tensor data is built in memory, then written.
 #include "model/convert_hf.h"
 
@@ -8,7 +9,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <cstdio>
 #include <map>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -40,6 +43,9 @@ struct HfConfig {
   int64_t rope_original_context = 0;
   double llama3_low_freq_factor = 1.0, llama3_high_freq_factor = 4.0;
   int64_t pooling_type = -1;  // llama.cpp's <arch>.pooling_type from a sentence-transformers Pooling module; -1 none
+  // Mixture of experts (num_experts 0: dense).
+  int64_t n_experts = 0, n_experts_used = 0, expert_ffn = 0, shared_expert_ffn = 0;
+  bool norm_topk_prob = false;
 };
 
 Result<int64_t> req_int(const json& c, const char* key, int64_t min, int64_t max) {
@@ -83,6 +89,21 @@ Status read_rope(const json& c, HfConfig& h) {
   return ok_status();
 }
 
+// num_experts (num_local_experts in transformers 5), num_experts_per_tok, moe_intermediate_size,
+// shared_expert_intermediate_size (qwen2moe) and norm_topk_prob (HF Qwen2MoeConfig / Qwen3MoeConfig).
+Status read_experts(const json& c, HfConfig& h) {
+  const char* count_key = c.contains("num_experts") ? "num_experts" : "num_local_experts";
+  ONEBIT_ASSIGN_OR_RETURN(h.n_experts, req_int(c, count_key, 1, 4096));
+  ONEBIT_ASSIGN_OR_RETURN(h.n_experts_used, req_int(c, "num_experts_per_tok", 1, h.n_experts));
+  ONEBIT_ASSIGN_OR_RETURN(h.expert_ffn, req_int(c, "moe_intermediate_size", 1, 1 << 22));
+  if (c.contains("shared_expert_intermediate_size") && c["shared_expert_intermediate_size"].is_number_integer() &&
+      c["shared_expert_intermediate_size"].get<int64_t>() > 0) {
+    ONEBIT_ASSIGN_OR_RETURN(h.shared_expert_ffn, req_int(c, "shared_expert_intermediate_size", 1, 1 << 22));
+  }
+  h.norm_topk_prob = c.value("norm_topk_prob", h.arch == "qwen3moe");
+  return ok_status();
+}
+
 Result<HfConfig> read_config(const std::string& dir) {
   const fs::path path = fs::path(dir) / "config.json";
   json c;
@@ -98,10 +119,15 @@ Result<HfConfig> read_config(const std::string& dir) {
                                   c["architectures"][0].is_string()
                               ? c["architectures"][0].get<std::string>()
                               : "";
-  if (cls == "LlamaForCausalLM") h.arch = "llama";
-  else if (cls == "Qwen2ForCausalLM") h.arch = "qwen2";
-  else if (cls == "Qwen3ForCausalLM") h.arch = "qwen3";
-  else return cfg_error("architectures[0] is '" + cls + "'; supported: LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM");
+  const std::pair<const char*, const char*> kClasses[] = {
+      {"LlamaForCausalLM", "llama"},         {"Qwen2ForCausalLM", "qwen2"},       {"Qwen3ForCausalLM", "qwen3"},
+      {"Qwen2MoeForCausalLM", "qwen2moe"}, {"Qwen3MoeForCausalLM", "qwen3moe"}};
+  std::string supported;
+  for (const auto& [hf, gguf] : kClasses) {
+    supported += (supported.empty() ? "" : ", ") + std::string(hf);
+    if (cls == hf) h.arch = gguf;
+  }
+  if (h.arch.empty()) return cfg_error("architectures[0] is '" + cls + "'; supported: " + supported);
   ONEBIT_ASSIGN_OR_RETURN(h.hidden_size, req_int(c, "hidden_size", 1, 1 << 20));
   ONEBIT_ASSIGN_OR_RETURN(h.n_layers, req_int(c, "num_hidden_layers", 1, 4096));
   ONEBIT_ASSIGN_OR_RETURN(h.n_heads, req_int(c, "num_attention_heads", 1, 4096));
@@ -126,6 +152,7 @@ Result<HfConfig> read_config(const std::string& dir) {
     return cfg_error("attention_bias / mlp_bias are true; llama models with biases are not supported");
   }
   ONEBIT_TRY(read_rope(c, h));
+  if (h.arch.ends_with("moe")) ONEBIT_TRY(read_experts(c, h));
   return h;
 }
 
@@ -179,6 +206,11 @@ const std::map<std::string, std::string>& layer_names() {
       {"mlp.gate_proj.weight", "ffn_gate.weight"},
       {"mlp.up_proj.weight", "ffn_up.weight"},
       {"mlp.down_proj.weight", "ffn_down.weight"},
+      {"mlp.gate.weight", "ffn_gate_inp.weight"},
+      {"mlp.shared_expert.gate_proj.weight", "ffn_gate_shexp.weight"},
+      {"mlp.shared_expert.up_proj.weight", "ffn_up_shexp.weight"},
+      {"mlp.shared_expert.down_proj.weight", "ffn_down_shexp.weight"},
+      {"mlp.shared_expert_gate.weight", "ffn_gate_inp_shexp.weight"},
   };
   return kNames;
 }
@@ -200,6 +232,48 @@ Result<std::string> gguf_name(const std::string& hf, const HfConfig& h) {
     }
   }
   return make_error("convert: tensor " + hf + " is not known for " + h.arch + "; the checkpoint has parts 1bit cannot convert");
+}
+
+// One expert's projection: "model.layers.<l>.mlp.experts.<e>.<proj>_proj.weight" -> (l, e, proj).
+struct ExpertName {
+  int64_t layer = -1, expert = -1;
+  std::string proj;  // gate, up, down
+};
+std::optional<ExpertName> expert_name(const std::string& hf, const HfConfig& h) {
+  ExpertName n;
+  char proj[8] = {0};
+  long long l = -1, e = -1;
+  int used = 0;
+  if (h.n_experts == 0 ||
+      std::sscanf(hf.c_str(), "model.layers.%lld.mlp.experts.%lld.%7[a-z]_proj.weight%n", &l, &e, proj, &used) != 3 ||
+      size_t(used) != hf.size() || l < 0 || l >= h.n_layers || e < 0 || e >= h.n_experts) {
+    return std::nullopt;
+  }
+  n.layer = l, n.expert = e, n.proj = proj;
+  if (n.proj != "gate" && n.proj != "up" && n.proj != "down") return std::nullopt;
+  return n;
+}
+
+// Stacks every expert's projection of one layer into blk.<l>.ffn_<proj>_exps.weight, ne = {cols,
+// rows, n_experts} (llama.cpp's Qwen2MoeModel.modify_tensors). An error names a missing expert.
+Result<OutTensor> stack_experts(const std::vector<const SafetensorsTensor*>& experts, int64_t layer,
+                                const std::string& proj, GgmlType type) {
+  const std::string name = "blk." + std::to_string(layer) + ".ffn_" + proj + "_exps.weight";
+  OutTensor out{name, type, {}, {}};
+  for (size_t e = 0; e < experts.size(); ++e) {
+    if (experts[e] == nullptr) {
+      return make_error("convert: model.layers." + std::to_string(layer) + ".mlp.experts." + std::to_string(e) + "." +
+                        proj + "_proj.weight is missing; the checkpoint is incomplete");
+    }
+    if (experts[e]->shape != experts[0]->shape || experts[e]->shape.size() != 2) {
+      return make_error("convert: the experts of layer " + std::to_string(layer) + " " + proj +
+                        "_proj differ in shape or are not 2-D");
+    }
+    ONEBIT_ASSIGN_OR_RETURN(OutTensor one, encode_tensor(*experts[e], name, type));
+    out.bytes.insert(out.bytes.end(), one.bytes.begin(), one.bytes.end());
+    if (e == 0) out.ne = {one.ne[0], one.ne[1], uint64_t(experts.size())};
+  }
+  return out;
 }
 
 // Llama 3.1 rope scaling as per-frequency divisors (llama.cpp LlamaModel.generate_extra_tensors,
@@ -246,6 +320,15 @@ void write_hparams(GgufWriter& w, const HfConfig& h, const std::string& name, Gg
     w.set_uint32(a + "attention.value_length", static_cast<uint32_t>(h.head_dim));
   }
   if (h.pooling_type >= 0) w.set_uint32(a + "pooling_type", static_cast<uint32_t>(h.pooling_type));
+  if (h.n_experts > 0) {
+    w.set_uint32(a + "expert_count", static_cast<uint32_t>(h.n_experts));
+    w.set_uint32(a + "expert_used_count", static_cast<uint32_t>(h.n_experts_used));
+    w.set_uint32(a + "expert_feed_forward_length", static_cast<uint32_t>(h.expert_ffn));
+    if (h.shared_expert_ffn > 0) {
+      w.set_uint32(a + "expert_shared_feed_forward_length", static_cast<uint32_t>(h.shared_expert_ffn));
+    }
+    w.set_bool(a + "expert_weights_norm", h.norm_topk_prob);
+  }
   if (h.rope_scaling == "linear" || h.rope_scaling == "yarn") {
     w.set_string(a + "rope.scaling.type", h.rope_scaling);
     w.set_float32(a + "rope.scaling.factor", static_cast<float>(h.rope_factor));
@@ -305,14 +388,36 @@ Result<ConvertReport> convert_hf(const ConvertOptions& o) {
   if (!embed) return make_error("convert: the checkpoint has no model.embed_tokens.weight");
 
   std::vector<OutTensor> out;
+  // experts[{layer, proj}][e]: the per-expert tensors, stacked after the loop
+  std::map<std::pair<int64_t, std::string>, std::vector<const SafetensorsTensor*>> experts;
   for (const auto& [hf_name, t] : ckpt.tensors()) {
+    if (auto e = expert_name(hf_name, h)) {
+      auto& slot = experts[{e->layer, e->proj}];
+      slot.resize(size_t(h.n_experts), nullptr);
+      slot[size_t(e->expert)] = &t;
+      continue;
+    }
+    if (hf_name.ends_with("mlp.shared_expert_gate.weight")) {  // [1, hidden] -> 1-D F32 as llama.cpp
+      ONEBIT_ASSIGN_OR_RETURN(std::string name, gguf_name(hf_name, h));
+      ONEBIT_ASSIGN_OR_RETURN(OutTensor ot, encode_tensor(t, name, GgmlType::kF32));
+      ot.ne = {ot.ne[0]};
+      out.push_back(std::move(ot));
+      continue;
+    }
     ONEBIT_ASSIGN_OR_RETURN(std::string name, gguf_name(hf_name, h));
     if (name.empty() || (hf_name == "lm_head.weight" && h.tied)) continue;
     ONEBIT_ASSIGN_OR_RETURN(GgmlType type, storage_type(hf_name, t, o.out_type, report));
+    if (name.ends_with("ffn_gate_inp.weight")) type = GgmlType::kF32;  // routers stay f32, as llama.cpp keeps them
     // llama: GGUF stores q/k for the "normal" RoPE ordering (convert_hf_to_gguf.py LlamaModel).
     int64_t permute = 0;
     if (h.arch == "llama" && (name.ends_with("attn_q.weight") || name.ends_with("attn_k.weight"))) permute = h.head_dim;
     ONEBIT_ASSIGN_OR_RETURN(OutTensor ot, encode_tensor(t, name, type, permute));
+    out.push_back(std::move(ot));
+  }
+  for (const auto& [key, list] : experts) {
+    const SafetensorsTensor* first = *std::find_if(list.begin(), list.end(), [](auto* t) { return t != nullptr; });
+    ONEBIT_ASSIGN_OR_RETURN(GgmlType type, storage_type(first->name, *first, o.out_type, report));
+    ONEBIT_ASSIGN_OR_RETURN(OutTensor ot, stack_experts(list, key.first, key.second, type));
     out.push_back(std::move(ot));
   }
   if (h.rope_scaling == "llama3") out.push_back(llama3_rope_freqs(h));

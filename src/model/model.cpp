@@ -1,27 +1,20 @@
-// Model loading (tensor binding with shape/type checks), K/V storage, batch validation and the
-// scratch activations; the per-architecture forward lives in its own file (llama.cpp).
+// Model loading (the layers bound by model/decoder.cpp through layers.h), K/V storage, batch
+// validation and the scratch activations; the forward lives in model/decoder.cpp.
 #include "model/model.h"
 
 #include <algorithm>
 
 #include "base/check.h"
-#include "gguf/quants.h"
 #include "model/model_internal.h"
 
 namespace onebit {
 namespace {
-
-Error tensor_error(const std::string& msg) { return make_error("tensors: " + msg); }
 
 // Block size of single-sequence caches (their table is the identity, so any size works).
 constexpr int32_t kCacheBlock = 16;
 
 // The first n entries of an I32 scratch vector [max, 1], as the [1, n] row ops take.
 Tensor first_i32(const Tensor& t, int64_t n) { return t.rows(0, n).reshaped(1, n); }
-
-std::string shape_str(int64_t n_rows, int64_t n_cols) {
-  return "[" + std::to_string(n_cols) + ", " + std::to_string(n_rows) + "]";
-}
 
 }  // namespace
 
@@ -40,47 +33,9 @@ Result<std::unique_ptr<Model>> Model::load(const GgufFile& file, Backend& backen
   return m;
 }
 
-// Binds tensor `name` expected as [n_rows, n_cols] (GGUF ne = {n_cols, n_rows}); 1-D tensors
-// (norms, biases) must be F32. `optional` tensors that are absent give an invalid Tensor.
-Result<Tensor> bind_tensor(const GgufFile& f, Backend& backend, const std::string& name, int64_t n_rows,
-                           int64_t n_cols, bool optional) {
-  const GgufTensorInfo* t = f.find_tensor(name);
-  if (!t) {
-    if (optional) return Tensor{};
-    return tensor_error("missing tensor " + name + " (expected shape " + shape_str(n_rows, n_cols) +
-                        "); the file is incomplete or of another architecture");
-  }
-  const bool is_vector = n_rows == 1 && t->n_dims == 1;
-  const int64_t got_rows = t->n_dims >= 2 ? static_cast<int64_t>(t->ne[1]) : 1;
-  if (t->n_dims > 2 || static_cast<int64_t>(t->ne[0]) != n_cols || got_rows != n_rows) {
-    std::string got = "[";
-    for (uint32_t d = 0; d < t->n_dims; ++d) got += (d ? ", " : "") + std::to_string(t->ne[d]);
-    return tensor_error(name + " has shape " + got + "]; the config needs " +
-                        shape_str(n_rows, n_cols) + " (ggml order)");
-  }
-  const GgmlType type = t->type();
-  if (is_vector && type != GgmlType::kF32) {
-    return tensor_error(name + " has type " + ggml_type_name(t->raw_type) +
-                        "; norm and bias vectors must be f32 (re-convert the model)");
-  }
-  auto traits = ggml_type_traits(t->raw_type);
-  if (!traits || !can_dequantize(type) || type == GgmlType::kQ8_1 || type == GgmlType::kQ8_K) {
-    return tensor_error(name + " has type " + ggml_type_name(t->raw_type) +
-                        "; supported: f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q4_K, q5_K, q6_K");
-  }
-  if (n_cols % traits->block_elems != 0) {
-    return tensor_error(name + " has " + std::to_string(n_cols) + " columns, not a multiple of " +
-                        ggml_type_name(t->raw_type) + "'s block of " + std::to_string(traits->block_elems));
-  }
-  auto w = backend.weight_from_host(type, n_rows, n_cols, {t->data, static_cast<size_t>(t->n_bytes)});
-  if (!w.ok()) return tensor_error(name + ": " + w.message());
-  return *w;
-}
-
 Status Model::bind_weights() {
   const ModelConfig& c = config_;
-  const int64_t hidden = c.hidden_size, q_dim = int64_t(c.n_heads) * c.head_dim;
-  const int64_t kv_dim = int64_t(c.n_kv_heads) * c.head_dim, ffn = c.intermediate_size;
+  const int64_t hidden = c.hidden_size;
   auto bind = [&](const std::string& name, int64_t rows, int64_t cols, bool optional = false) {
     return bind_tensor(file_, backend_, name, rows, cols, optional);
   };
@@ -95,26 +50,7 @@ Status Model::bind_weights() {
   config_.rope.freq_factors = w_.rope_freqs;
   w_.layers.resize(c.n_layers);
   for (int32_t l = 0; l < c.n_layers; ++l) {
-    LayerWeights& L = w_.layers[l];
-    const std::string p = "blk." + std::to_string(l) + ".";
-    ONEBIT_ASSIGN_OR_RETURN(L.attn_norm, bind(p + "attn_norm.weight", 1, hidden));
-    ONEBIT_ASSIGN_OR_RETURN(L.wq, bind(p + "attn_q.weight", q_dim, hidden));
-    ONEBIT_ASSIGN_OR_RETURN(L.wk, bind(p + "attn_k.weight", kv_dim, hidden));
-    ONEBIT_ASSIGN_OR_RETURN(L.wv, bind(p + "attn_v.weight", kv_dim, hidden));
-    if (c.has_qkv_bias) {
-      ONEBIT_ASSIGN_OR_RETURN(L.bq, bind(p + "attn_q.bias", 1, q_dim));
-      ONEBIT_ASSIGN_OR_RETURN(L.bk, bind(p + "attn_k.bias", 1, kv_dim));
-      ONEBIT_ASSIGN_OR_RETURN(L.bv, bind(p + "attn_v.bias", 1, kv_dim));
-    }
-    if (c.has_qk_norm) {
-      ONEBIT_ASSIGN_OR_RETURN(L.q_norm, bind(p + "attn_q_norm.weight", 1, c.head_dim));
-      ONEBIT_ASSIGN_OR_RETURN(L.k_norm, bind(p + "attn_k_norm.weight", 1, c.head_dim));
-    }
-    ONEBIT_ASSIGN_OR_RETURN(L.wo, bind(p + "attn_output.weight", hidden, q_dim));
-    ONEBIT_ASSIGN_OR_RETURN(L.ffn_norm, bind(p + "ffn_norm.weight", 1, hidden));
-    ONEBIT_ASSIGN_OR_RETURN(L.w_gate, bind(p + "ffn_gate.weight", ffn, hidden));
-    ONEBIT_ASSIGN_OR_RETURN(L.w_up, bind(p + "ffn_up.weight", ffn, hidden));
-    ONEBIT_ASSIGN_OR_RETURN(L.w_down, bind(p + "ffn_down.weight", hidden, ffn));
+    ONEBIT_ASSIGN_OR_RETURN(w_.layers[l], bind_layer(file_, backend_, c, l));
   }
   return ok_status();
 }
@@ -186,7 +122,6 @@ Status Model::reserve(const StepLimits& lim) {
   limits_ = StepLimits{};
   const ModelConfig& c = config_;
   const int64_t n = lim.max_tokens, no = lim.max_out;
-  const int64_t q_dim = int64_t(c.n_heads) * c.head_dim, kv_dim = int64_t(c.n_kv_heads) * c.head_dim;
   struct Want { Tensor* t; GgmlType type; int64_t rows, cols; };
   const Want wants[] = {
       {&s.ids, GgmlType::kI32, n, 1},           {&s.positions, GgmlType::kI32, n, 1},
@@ -194,8 +129,7 @@ Status Model::reserve(const StepLimits& lim) {
       {&s.block_tables, GgmlType::kI32, int64_t(lim.max_seqs) * lim.max_blocks, 1},
       {&s.out_ids, GgmlType::kI32, no, 1},
       {&s.x, GgmlType::kF32, n, c.hidden_size}, {&s.h, GgmlType::kF32, n, c.hidden_size},
-      {&s.q, GgmlType::kF32, n, q_dim},         {&s.k, GgmlType::kF32, n, kv_dim},
-      {&s.v, GgmlType::kF32, n, kv_dim},        {&s.attn, GgmlType::kF32, n, q_dim},
+      {&s.o, GgmlType::kF32, n, c.hidden_size},
       {&s.gate, GgmlType::kF32, n, c.intermediate_size}, {&s.up, GgmlType::kF32, n, c.intermediate_size},
       {&s.out_rows, GgmlType::kF32, no, c.hidden_size},  {&s.logits, GgmlType::kF32, no, c.vocab_size},
   };
@@ -207,13 +141,19 @@ Status Model::reserve(const StepLimits& lim) {
   }
   const int64_t capture_cols = int64_t(lim.capture_layers.size()) * c.hidden_size;
   for (const Want& want : wants) {
-    if (want.t == &s.logits && !lim.logits) continue;
+    if ((want.t == &s.logits && !lim.logits) || want.cols == 0) continue;
     auto t = backend_.alloc(want.type, want.rows, want.cols);
     if (!t.ok()) {
       s.free_all(backend_);
       return make_error("forward: step buffers for " + std::to_string(n) + " tokens: " + t.message());
     }
     *want.t = *t;
+  }
+  Status st = s.attn.alloc(backend_, block_dims(), n);
+  if (st.ok() && c.n_experts > 0) st = s.moe.alloc(backend_, moe_dims(), n);
+  if (!st.ok()) {
+    s.free_all(backend_);
+    return make_error("forward: step buffers for " + std::to_string(n) + " tokens: " + st.message());
   }
   if (capture_cols > 0) {
     auto t = backend_.alloc(GgmlType::kF32, n, capture_cols);
@@ -228,11 +168,13 @@ Status Model::reserve(const StepLimits& lim) {
 }
 
 void Model::Scratch::free_all(Backend& backend) {
-  for (Tensor* t : {&ids, &positions, &slots, &seq_ids, &block_tables, &out_ids, &x, &h, &q, &k, &v, &attn, &gate,
-                    &up, &out_rows, &logits, &captured}) {
+  for (Tensor* t : {&ids, &positions, &slots, &seq_ids, &block_tables, &out_ids, &x, &h, &o, &gate, &up, &out_rows,
+                    &logits, &captured}) {
     if (t->valid()) backend.free(*t);
     *t = Tensor{};
   }
+  attn.free_all(backend);
+  moe.free_all(backend);
 }
 
 void Model::observe(std::string_view name, int layer_idx, const Tensor& t) {
@@ -309,7 +251,7 @@ Status Model::forward(const StepBatch& b, KvPool& pool, std::vector<float>& logi
   backend_.write(first_i32(sc.seq_ids, n), b.seq_ids.data());
   backend_.write(first_i32(sc.block_tables, int64_t(b.block_tables.size())), b.block_tables.data());
   if (n_out > 0) backend_.write(first_i32(sc.out_ids, n_out), b.out_rows.data());
-  forward_llama(pool, n, n_seqs, b.max_blocks, n_out);
+  forward_decoder(pool, n, n_seqs, b.max_blocks, n_out);
   logits.resize(limits_.logits ? static_cast<size_t>(n_out * config_.vocab_size) : 0);
   if (n_out > 0 && limits_.logits) backend_.read(sc.logits.rows(0, n_out), logits.data());
   if (hidden) {

@@ -1,4 +1,4 @@
-// A loaded transformer (llama, qwen2, qwen3) over a Backend: weights bound from the mapped GGUF,
+// A loaded transformer (llama, qwen2, qwen3, qwen2moe, qwen3moe) over a Backend: weights bound from the mapped GGUF,
 // paged K/V pools, and the one seam the engine uses: a step batch (tokens, positions, K/V slots,
 // block tables) in, logits out. Knows nothing of HTTP, tokenizers or sampling.
 #pragma once
@@ -13,6 +13,7 @@
 #include "backend/backend.h"
 #include "base/status.h"
 #include "gguf/gguf_reader.h"
+#include "model/layers.h"
 #include "model/model_config.h"
 
 namespace onebit {
@@ -73,16 +74,13 @@ struct KvCache {
 using DebugHook = std::function<void(std::string_view name, int layer_idx, int64_t n_rows,
                                      int64_t n_cols, std::span<const float> data)>;
 
-// Weights of one layer; optional tensors are !valid() when the architecture has none.
+// Weights of one layer: attention then a dense or a mixture-of-experts FFN (layers.h).
 struct LayerWeights {
   Tensor attn_norm;                 // [1, hidden]
-  Tensor wq, wk, wv;                // [n_heads*head_dim | n_kv_heads*head_dim, hidden]
-  Tensor bq, bk, bv;                // qwen2: [1, n_heads*head_dim | n_kv_heads*head_dim]
-  Tensor q_norm, k_norm;            // qwen3: [1, head_dim]
-  Tensor wo;                        // [hidden, n_heads*head_dim]
+  AttentionWeights attn;
   Tensor ffn_norm;                  // [1, hidden]
-  Tensor w_gate, w_up;              // [intermediate, hidden]
-  Tensor w_down;                    // [hidden, intermediate]
+  FfnWeights ffn;                   // a dense layer's FFN; !valid() in a mixture-of-experts layer
+  MoeWeights moe;                   // a mixture-of-experts layer's (moe.router.valid())
 };
 
 struct ModelWeights {
@@ -145,8 +143,10 @@ class Model {
   Status validate(const StepBatch& batch, const KvPool& pool) const;
   // Calls the hook with a host copy of `t` (no-op without a hook).
   void observe(std::string_view name, int layer_idx, const Tensor& t);
-  // The llama-family forward (model/llama.cpp): the step's inputs already in scratch.
-  void forward_llama(const KvPool& pool, int64_t n_tokens, int64_t n_seqs, int64_t max_blocks, int64_t n_out);
+  // The decoder forward (model/forward.cpp): the step's inputs already in scratch.
+  void forward_decoder(const KvPool& pool, int64_t n_tokens, int64_t n_seqs, int64_t max_blocks, int64_t n_out);
+  BlockDims block_dims() const;
+  MoeDims moe_dims() const;
 
   const GgufFile& file_;
   Backend& backend_;

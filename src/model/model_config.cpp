@@ -9,6 +9,31 @@ namespace {
 
 Error config_error(const std::string& msg) { return make_error("config: " + msg); }
 
+// The families and what sets them apart; all run the decoder forward (model/decoder.cpp). A new
+// family of the same shape is one row here; one with new layer kinds adds its own forward file.
+struct Family {
+  Architecture arch;
+  std::string_view name;     // general.architecture
+  RopeOrdering rope;         // llama's converter permutes q/k for adjacent pairs; the rest NeoX
+  bool qkv_bias, qk_norm;    // qwen2's q/k/v biases, qwen3's per-head q/k RMSNorm
+  bool experts;              // mixture-of-experts FFNs (expert_* keys required)
+  bool norm_topk;            // default of expert_weights_norm (HF norm_topk_prob as llama.cpp runs it)
+};
+constexpr Family kFamilies[] = {
+    {Architecture::kLlama, "llama", RopeOrdering::kNormal, false, false, false, false},
+    {Architecture::kQwen2, "qwen2", RopeOrdering::kNeox, true, false, false, false},
+    {Architecture::kQwen3, "qwen3", RopeOrdering::kNeox, false, true, false, false},
+    {Architecture::kQwen2Moe, "qwen2moe", RopeOrdering::kNeox, true, false, true, false},
+    {Architecture::kQwen3Moe, "qwen3moe", RopeOrdering::kNeox, false, true, true, true},
+};
+
+const Family& family(Architecture a) {
+  for (const Family& f : kFamilies) {
+    if (f.arch == a) return f;
+  }
+  return kFamilies[0];
+}
+
 // A required positive integer key `<arch>.<suffix>` within [1, max].
 Result<int32_t> get_dim(const GgufFile& f, const std::string& key, int64_t max) {
   if (!f.find(key)) {
@@ -39,7 +64,7 @@ Result<float> get_float_or(const GgufFile& f, const std::string& key, float fall
 
 Status read_rope(const GgufFile& f, const std::string& arch, ModelConfig& c) {
   const std::string p = arch + ".rope.";
-  c.rope.ordering = c.arch == Architecture::kLlama ? RopeOrdering::kNormal : RopeOrdering::kNeox;
+  c.rope.ordering = family(c.arch).rope;
   ONEBIT_ASSIGN_OR_RETURN(c.rope.n_rot, get_dim_or(f, p + "dimension_count", 1 << 16, c.head_dim));
   if (c.rope.n_rot > c.head_dim || c.rope.n_rot % 2 != 0) {
     return config_error(p + "dimension_count is " + std::to_string(c.rope.n_rot) +
@@ -84,16 +109,34 @@ Status read_rope(const GgufFile& f, const std::string& arch, ModelConfig& c) {
   return ok_status();
 }
 
+// The mixture-of-experts keys (llama.cpp's LLM_KV_EXPERT_*): required for the MoE families, refused
+// elsewhere so that a file is never run with its experts ignored.
+Status read_experts(const GgufFile& f, const std::string& a, ModelConfig& c) {
+  if (!family(c.arch).experts) {
+    if (f.find(a + "expert_count")) {
+      return config_error(a + "expert_count is set, but the " + c.arch_name +
+                          " family has no experts; the file's architecture is wrong");
+    }
+    return ok_status();
+  }
+  ONEBIT_ASSIGN_OR_RETURN(c.n_experts, get_dim(f, a + "expert_count", 4096));
+  ONEBIT_ASSIGN_OR_RETURN(c.n_experts_used, get_dim(f, a + "expert_used_count", c.n_experts));
+  ONEBIT_ASSIGN_OR_RETURN(c.expert_ffn, get_dim(f, a + "expert_feed_forward_length", 1 << 20));
+  if (f.find(a + "expert_shared_feed_forward_length")) {
+    ONEBIT_ASSIGN_OR_RETURN(c.shared_expert_ffn, get_dim(f, a + "expert_shared_feed_forward_length", 1 << 20));
+  }
+  c.expert_weights_norm = family(c.arch).norm_topk;
+  if (f.find(a + "expert_weights_norm")) {
+    auto v = f.get_bool(a + "expert_weights_norm");
+    if (!v.ok()) return config_error(v.message());
+    c.expert_weights_norm = *v;
+  }
+  return ok_status();
+}
+
 }  // namespace
 
-std::string_view architecture_name(Architecture a) {
-  switch (a) {
-    case Architecture::kLlama: return "llama";
-    case Architecture::kQwen2: return "qwen2";
-    case Architecture::kQwen3: return "qwen3";
-  }
-  return "?";
-}
+std::string_view architecture_name(Architecture a) { return family(a).name; }
 
 std::string_view pooling_name(Pooling p) {
   switch (p) {
@@ -111,12 +154,18 @@ Result<ModelConfig> model_config_from_gguf(const GgufFile& f) {
   auto arch = f.get_string("general.architecture");
   if (!arch.ok()) return config_error(arch.message());
   c.arch_name = *arch;
-  if (c.arch_name == "llama") c.arch = Architecture::kLlama;
-  else if (c.arch_name == "qwen2") c.arch = Architecture::kQwen2;
-  else if (c.arch_name == "qwen3") c.arch = Architecture::kQwen3;
-  else return config_error("general.architecture '" + c.arch_name + "' is not supported; supported: llama, qwen2, qwen3");
-  c.has_qkv_bias = c.arch == Architecture::kQwen2;
-  c.has_qk_norm = c.arch == Architecture::kQwen3;
+  std::string names;
+  const Family* fam = nullptr;
+  for (const Family& f2 : kFamilies) {
+    names += (names.empty() ? "" : ", ") + std::string(f2.name);
+    if (c.arch_name == f2.name) fam = &f2;
+  }
+  if (fam == nullptr) {
+    return config_error("general.architecture '" + c.arch_name + "' is not supported; supported: " + names);
+  }
+  c.arch = fam->arch;
+  c.has_qkv_bias = fam->qkv_bias;
+  c.has_qk_norm = fam->qk_norm;
 
   const std::string a = c.arch_name + ".";
   constexpr int64_t kMaxDim = 1 << 20;
@@ -140,7 +189,10 @@ Result<ModelConfig> model_config_from_gguf(const GgufFile& f) {
     return config_error(a + "attention.value_length " + std::to_string(value_length) +
                         " differs from key_length " + std::to_string(c.head_dim) + "; not supported");
   }
-  ONEBIT_ASSIGN_OR_RETURN(c.intermediate_size, get_dim(f, a + "feed_forward_length", kMaxDim));
+  ONEBIT_TRY(read_experts(f, a, c));
+  if (c.n_experts == 0 || f.find(a + "feed_forward_length")) {
+    ONEBIT_ASSIGN_OR_RETURN(c.intermediate_size, get_dim(f, a + "feed_forward_length", kMaxDim));
+  }
   ONEBIT_ASSIGN_OR_RETURN(c.context_length, get_dim_or(f, a + "context_length", 1 << 24, 2048));
   ONEBIT_ASSIGN_OR_RETURN(c.rms_norm_eps, get_float_or(f, a + "attention.layer_norm_rms_epsilon", 1e-5f));
   if (!(c.rms_norm_eps > 0.0f && c.rms_norm_eps < 1.0f)) {

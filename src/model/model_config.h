@@ -1,4 +1,5 @@
-// Hyperparameters of a transformer from GGUF metadata (llama, qwen2, qwen3 key sets), validated.
+// Hyperparameters of a transformer from GGUF metadata (llama, qwen2, qwen3, qwen2moe, qwen3moe key
+// sets), validated.
 // Names follow the Hugging Face config (hidden_size, head_dim, rope_theta). No tensors here.
 #pragma once
 
@@ -12,9 +13,9 @@
 
 namespace onebit {
 
-enum class Architecture { kLlama, kQwen2, kQwen3 };
+enum class Architecture { kLlama, kQwen2, kQwen3, kQwen2Moe, kQwen3Moe };
 
-// "llama", "qwen2", "qwen3".
+// "llama", "qwen2", "qwen3", "qwen2moe", "qwen3moe".
 std::string_view architecture_name(Architecture a);
 
 // How an embedding is pooled from a prompt's final-normed hidden rows; the values are llama.cpp's
@@ -33,7 +34,8 @@ struct ModelConfig {
   int32_t n_heads = 0;             // <arch>.attention.head_count
   int32_t n_kv_heads = 0;          // <arch>.attention.head_count_kv (default n_heads)
   int32_t head_dim = 0;            // <arch>.attention.key_length (default hidden_size / n_heads)
-  int32_t intermediate_size = 0;   // <arch>.feed_forward_length
+  int32_t intermediate_size = 0;   // <arch>.feed_forward_length (dense layers; 0 when every layer
+                                   // is a mixture of experts and the key is absent)
   int32_t context_length = 0;      // <arch>.context_length (training context)
   float rms_norm_eps = 1e-5f;      // <arch>.attention.layer_norm_rms_epsilon
   bool has_qkv_bias = false;       // qwen2
@@ -41,6 +43,14 @@ struct ModelConfig {
   bool tied_output = false;        // no output.weight: the logits use token_embd.weight
   std::optional<Pooling> pooling;  // <arch>.pooling_type (embedding models); nullopt when absent
   RopeParams rope;                 // n_heads/head_dim left for the caller to fill per tensor
+  // Mixture of experts (0 experts: every FFN is dense). A layer is a mixture when its file has
+  // blk.N.ffn_gate_inp.weight, else dense with intermediate_size.
+  int32_t n_experts = 0;           // <arch>.expert_count
+  int32_t n_experts_used = 0;      // <arch>.expert_used_count (top-k)
+  int32_t expert_ffn = 0;          // <arch>.expert_feed_forward_length
+  int32_t shared_expert_ffn = 0;   // <arch>.expert_shared_feed_forward_length (0: no shared expert)
+  bool expert_weights_norm = false;  // <arch>.expert_weights_norm: renormalize the top-k weights
+                                     // (default: qwen3moe yes, qwen2moe no, as each family does)
 };
 
 // Reads and validates the config. `vocab_size` and `tied_output` are filled from the tensor

@@ -5,11 +5,10 @@
 
 namespace onebit {
 
-// Binds tensor `name` of `f` expected as [n_rows, n_cols] (GGUF ne = {n_cols, n_rows}) on `backend`;
-// 1-D tensors must be F32. Absent `optional` tensors give an invalid Tensor. Errors start with
-// "tensors: " and name the tensor, shape or type (also used by the drafters' loaders).
-Result<Tensor> bind_tensor(const GgufFile& f, Backend& backend, const std::string& name, int64_t n_rows,
-                           int64_t n_cols, bool optional = false);
+// Binds layer `l`'s tensors for the model's family (model/families.cpp): attention with the
+// family's biases and norms, then a dense FFN or, where the file has blk.<l>.ffn_gate_inp, a
+// mixture of experts.
+Result<LayerWeights> bind_layer(const GgufFile& f, Backend& be, const ModelConfig& c, int32_t l);
 
 // Inputs and activations of one step, sized by Model::reserve for the largest step (views of the
 // first rows are used). A device backend can capture a step over these fixed buffers as a graph.
@@ -21,11 +20,11 @@ struct Model::Scratch {
   Tensor block_tables;     // I32 [1, max_seqs * max_blocks]
   Tensor out_ids;          // I32 [1, max_out]
   Tensor x;                // [max_tokens, hidden] the residual stream
-  Tensor h;                // [max_tokens, hidden] normed input / branch output
-  Tensor q;                // [max_tokens, n_heads * head_dim]
-  Tensor k, v;             // [max_tokens, n_kv_heads * head_dim]
-  Tensor attn;             // [max_tokens, n_heads * head_dim]
-  Tensor gate, up;         // [max_tokens, intermediate]
+  Tensor h;                // [max_tokens, hidden] normed input
+  Tensor o;                // [max_tokens, hidden] a branch's output
+  AttentionScratch attn;   // q, k, v, attention rows of max_tokens
+  Tensor gate, up;         // [max_tokens, intermediate]; !valid() without dense layers
+  MoeScratch moe;          // expert activations; !valid() without experts
   Tensor out_rows;         // [max_out, hidden] final-normed rows that get logits
   Tensor logits;           // [max_out, vocab]; !valid() when the limits say no logits
   Tensor captured;         // [max_tokens, capture_layers * hidden]; !valid() without capture

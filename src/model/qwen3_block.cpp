@@ -1,29 +1,26 @@
-// One Qwen3 block for the drafters (qwen3_block.h); the op sequence of Model::forward_llama.
+// One Qwen3 block for the drafters (qwen3_block.h) over the shared layer pieces (layers.h).
 #include "model/qwen3_block.h"
-
-#include <cmath>
 
 #include "model/model_internal.h"
 
 namespace onebit {
 
 Status BlockScratch::alloc(Backend& be, const BlockDims& d, int64_t n) {
-  const int64_t qd = int64_t(d.n_heads) * d.head_dim, kvd = int64_t(d.n_kv_heads) * d.head_dim;
-  struct Want { Tensor* t; int64_t cols; };
-  for (Want w : {Want{&h, d.hidden}, Want{&q, qd}, Want{&attn, qd}, Want{&k, kvd}, Want{&v, kvd},
-                 Want{&gate, d.ffn}, Want{&up, d.ffn}}) {
-    auto t = be.alloc(GgmlType::kF32, n, w.cols);
-    if (!t.ok()) return make_error("drafter scratch: " + t.message());
-    *w.t = *t;
+  for (auto [t, cols] : {std::pair{&h, d.hidden}, {&o, d.hidden}, {&gate, d.ffn}, {&up, d.ffn}}) {
+    auto a = be.alloc(GgmlType::kF32, n, cols);
+    if (!a.ok()) return make_error("drafter scratch: " + a.message());
+    *t = *a;
   }
-  return ok_status();
+  Status st = attn.alloc(be, d, n);
+  return st.ok() ? st : make_error("drafter " + st.message());
 }
 
 void BlockScratch::free_all(Backend& be) {
-  for (Tensor* t : {&h, &q, &attn, &k, &v, &gate, &up}) {
+  for (Tensor* t : {&h, &o, &gate, &up}) {
     if (t->valid()) be.free(*t);
     *t = Tensor{};
   }
+  attn.free_all(be);
 }
 
 void HeadBatch::clear() {
@@ -105,74 +102,31 @@ BlockRows HeadInputs::upload(Backend& be, const HeadBatch& b, std::vector<int32_
 
 Result<LayerWeights> bind_qwen3_block(const GgufFile& f, Backend& be, const BlockDims& d, int32_t layer) {
   const std::string p = "blk." + std::to_string(layer) + ".";
-  const int64_t qd = int64_t(d.n_heads) * d.head_dim, kvd = int64_t(d.n_kv_heads) * d.head_dim;
   LayerWeights L;
   ONEBIT_ASSIGN_OR_RETURN(L.attn_norm, bind_tensor(f, be, p + "attn_norm.weight", 1, d.hidden));
-  ONEBIT_ASSIGN_OR_RETURN(L.wq, bind_tensor(f, be, p + "attn_q.weight", qd, d.hidden));
-  ONEBIT_ASSIGN_OR_RETURN(L.wk, bind_tensor(f, be, p + "attn_k.weight", kvd, d.hidden));
-  ONEBIT_ASSIGN_OR_RETURN(L.wv, bind_tensor(f, be, p + "attn_v.weight", kvd, d.hidden));
-  ONEBIT_ASSIGN_OR_RETURN(L.q_norm, bind_tensor(f, be, p + "attn_q_norm.weight", 1, d.head_dim));
-  ONEBIT_ASSIGN_OR_RETURN(L.k_norm, bind_tensor(f, be, p + "attn_k_norm.weight", 1, d.head_dim));
-  ONEBIT_ASSIGN_OR_RETURN(L.wo, bind_tensor(f, be, p + "attn_output.weight", d.hidden, qd));
+  ONEBIT_ASSIGN_OR_RETURN(L.attn, bind_attention(f, be, d, layer, /*bias=*/false, /*qk_norm=*/true));
   ONEBIT_ASSIGN_OR_RETURN(L.ffn_norm, bind_tensor(f, be, p + "ffn_norm.weight", 1, d.hidden));
-  ONEBIT_ASSIGN_OR_RETURN(L.w_gate, bind_tensor(f, be, p + "ffn_gate.weight", d.ffn, d.hidden));
-  ONEBIT_ASSIGN_OR_RETURN(L.w_up, bind_tensor(f, be, p + "ffn_up.weight", d.ffn, d.hidden));
-  ONEBIT_ASSIGN_OR_RETURN(L.w_down, bind_tensor(f, be, p + "ffn_down.weight", d.hidden, d.ffn));
+  ONEBIT_ASSIGN_OR_RETURN(L.ffn, bind_ffn(f, be, layer, d.hidden, d.ffn));
   return L;
 }
 
 void qwen3_store_kv(Backend& be, const BlockDims& d, const LayerWeights& L, const Tensor& x, const BlockRows& r,
                     const Tensor& k_pool, const Tensor& v_pool, BlockScratch& s) {
-  const int64_t n = x.n_rows;
-  const Tensor k = s.k.rows(0, n);  // [n, n_kv_heads * head_dim]
-  const Tensor v = s.v.rows(0, n);
-  be.matmul(L.wk, x, k);
-  be.matmul(L.wv, x, v);
-  const Tensor k_heads = k.reshaped(n * d.n_kv_heads, d.head_dim);  // [n * n_kv_heads, head_dim]
-  be.rms_norm(k_heads, L.k_norm, d.eps, k_heads);
-  RopeParams rk = d.rope;
-  rk.n_heads = d.n_kv_heads;
-  rk.head_dim = d.head_dim;
-  be.rope(k, r.rope_pos, rk);
-  be.store_kv(k, r.slots, k_pool);
-  be.store_kv(v, r.slots, v_pool);
+  store_kv_rows(be, d, L.attn, x, r, k_pool, v_pool, s.attn);
 }
 
 void qwen3_block(Backend& be, const BlockDims& d, const LayerWeights& L, const Tensor& x, const BlockRows& r,
                  const Tensor& k_pool, const Tensor& v_pool, int32_t block_size, BlockScratch& s) {
   const int64_t n = x.n_rows;
-  const Tensor h = s.h.rows(0, n);        // [n, hidden]
-  const Tensor q = s.q.rows(0, n);        // [n, n_heads * head_dim]
-  const Tensor attn = s.attn.rows(0, n);  // [n, n_heads * head_dim]
-  const Tensor gate = s.gate.rows(0, n);  // [n, ffn]
-  const Tensor up = s.up.rows(0, n);      // [n, ffn]
-  // attn_norm, then q (q_norm, RoPE) and the rows' own K/V into the pool
+  const Tensor h = s.h.rows(0, n), o = s.o.rows(0, n);  // [n, hidden]
+  // x += attention(attn_norm(x)) over keys 0..attn_pos of each row's table
   be.rms_norm(x, L.attn_norm, d.eps, h);
-  be.matmul(L.wq, h, q);
-  const Tensor q_heads = q.reshaped(n * d.n_heads, d.head_dim);  // [n * n_heads, head_dim]
-  be.rms_norm(q_heads, L.q_norm, d.eps, q_heads);
-  RopeParams rq = d.rope;
-  rq.n_heads = d.n_heads;
-  rq.head_dim = d.head_dim;
-  be.rope(q, r.rope_pos, rq);
-  qwen3_store_kv(be, d, L, h, r, k_pool, v_pool, s);
-  // attention of each row over its table's keys 0..attn_pos
-  PagedAttentionParams ap;
-  ap.n_heads = d.n_heads;
-  ap.n_kv_heads = d.n_kv_heads;
-  ap.head_dim = d.head_dim;
-  ap.scale = 1.0f / std::sqrt(static_cast<float>(d.head_dim));
-  ap.block_size = block_size;
-  be.paged_attention(q, k_pool, v_pool, r.attn_pos, r.seq_ids, r.tables, attn, ap);
-  be.matmul(L.wo, attn, h);
-  be.add(x, h, x);
-  // ffn: x += down(silu(gate(ffn_norm(x))) * up(ffn_norm(x)))
+  attention_block(be, d, L.attn, h, r, k_pool, v_pool, block_size, s.attn, o);
+  be.add(x, o, x);
+  // x += down(silu(gate(ffn_norm(x))) * up(ffn_norm(x)))
   be.rms_norm(x, L.ffn_norm, d.eps, h);
-  be.matmul(L.w_gate, h, gate);
-  be.matmul(L.w_up, h, up);
-  be.swiglu(gate, up, gate);
-  be.matmul(L.w_down, gate, h);
-  be.add(x, h, x);
+  swiglu_ffn(be, L.ffn, h, s.gate.rows(0, n), s.up.rows(0, n), o);
+  be.add(x, o, x);
 }
 
 Result<KvPool> alloc_block_pool(Backend& be, const BlockDims& d, int32_t n_layers, int32_t n_blocks,

@@ -1,6 +1,6 @@
-// One Qwen3 decoder block over the Backend ops, for the drafters' forwards (mtp_head, dflash_model):
-// attn_norm, q/k/v, per-head q/k RMSNorm, NeoX RoPE, K/V stored in a paged pool, paged attention,
-// attn_output, ffn_norm, SwiGLU. The same sequence of ops as the target's forward (llama.cpp).
+// One Qwen3 decoder block for the drafters' forwards (mtp_head, dflash_model): attn_norm, the
+// attention block, ffn_norm, SwiGLU, made of the same layer pieces as the target's forward
+// (layers.h); plus the drafters' batch inputs and K/V pools.
 #pragma once
 
 #include <cstdint>
@@ -10,34 +10,18 @@
 #include "backend/backend.h"
 #include "base/status.h"
 #include "gguf/gguf_reader.h"
+#include "model/layers.h"
 #include "model/model.h"
 
 namespace onebit {
 
-// Geometry of a block (the target's: hidden, heads, head_dim, FFN, eps, RoPE).
-struct BlockDims {
-  int32_t hidden = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0, ffn = 0;
-  float eps = 1e-6f;
-  RopeParams rope;  // n_heads/head_dim filled per tensor by the block
-};
-
 // Activations of a block, sized for max_rows rows.
 struct BlockScratch {
-  Tensor h;          // [max_rows, hidden]
-  Tensor q, attn;    // [max_rows, n_heads * head_dim]
-  Tensor k, v;       // [max_rows, n_kv_heads * head_dim]
+  Tensor h, o;       // [max_rows, hidden] normed input, branch output
+  AttentionScratch attn;
   Tensor gate, up;   // [max_rows, ffn]
   Status alloc(Backend& be, const BlockDims& d, int64_t max_rows);
   void free_all(Backend& be);
-};
-
-// Per-row inputs of a block: all I32 [1, n] except tables [n_seqs, max_blocks].
-struct BlockRows {
-  Tensor rope_pos;   // RoPE position of each row
-  Tensor attn_pos;   // causal limit of each row: it attends to its sequence's keys 0..attn_pos
-  Tensor slots;      // pool row of each row's K/V
-  Tensor seq_ids;    // row of tables
-  Tensor tables;
 };
 
 // Host inputs of a drafter forward of n rows (StepBatch plus a causal limit per row).

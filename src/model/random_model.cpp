@@ -35,6 +35,8 @@ struct Shape {
   double eps = 1e-6, rope_theta = 10000.0;
   double output_std = 0;  // output_init_std; 0: the options' init_std
   bool tied = false;
+  int64_t n_experts = 0, n_experts_used = 0, expert_ffn = 0, shared_ffn = 0;  // *_moe model types
+  bool norm_topk = false;
 };
 
 Result<Shape> read_config(const std::string& path) {
@@ -44,8 +46,10 @@ Result<Shape> read_config(const std::string& path) {
   if (j.is_discarded() || !j.is_object()) return make_error("config: " + path + " is not a JSON object");
   Shape s;
   s.arch = j.value("model_type", std::string());
-  if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3") {
-    return make_error("config: model_type '" + s.arch + "' is not supported; use llama, qwen2 or qwen3");
+  if (s.arch == "qwen2_moe" || s.arch == "qwen3_moe") s.arch.erase(5, 1);  // the GGUF names
+  if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3" && s.arch != "qwen2moe" && s.arch != "qwen3moe") {
+    return make_error("config: model_type '" + j.value("model_type", std::string()) +
+                      "' is not supported; use llama, qwen2, qwen3, qwen2_moe or qwen3_moe");
   }
   auto get = [&](const char* key, int64_t& dst, bool required) -> Status {
     if (!j.contains(key)) return required ? Status(make_error(std::string("config: missing ") + key)) : ok_status();
@@ -69,6 +73,16 @@ Result<Shape> read_config(const std::string& path) {
   if (j.contains("rms_norm_eps") && j["rms_norm_eps"].is_number()) s.eps = j["rms_norm_eps"].get<double>();
   if (j.contains("rope_theta") && j["rope_theta"].is_number()) s.rope_theta = j["rope_theta"].get<double>();
   s.tied = j.value("tie_word_embeddings", false);
+  if (s.arch.ends_with("moe")) {
+    ONEBIT_TRY(get(j.contains("num_experts") ? "num_experts" : "num_local_experts", s.n_experts, true));
+    ONEBIT_TRY(get("num_experts_per_tok", s.n_experts_used, true));
+    ONEBIT_TRY(get("moe_intermediate_size", s.expert_ffn, true));
+    if (j.contains("shared_expert_intermediate_size") && j["shared_expert_intermediate_size"] != 0) {
+      ONEBIT_TRY(get("shared_expert_intermediate_size", s.shared_ffn, false));
+    }
+    if (s.n_experts_used > s.n_experts) return make_error("config: num_experts_per_tok exceeds the expert count");
+    s.norm_topk = j.value("norm_topk_prob", s.arch == "qwen3moe");
+  }
   if (j.contains("output_init_std")) {
     const nlohmann::json& v = j["output_init_std"];
     if (!v.is_number() || !(v.get<double>() > 0) || v.get<double>() > 100) {
@@ -113,14 +127,19 @@ Status copy_vocab(GgufWriter& w, const std::string& path, const std::string& out
   return st;
 }
 
-// A [rows, cols] tensor of N(0, std) (or all `fill` when std == 0) encoded as `type`.
+// A [rows, cols] tensor of N(0, std) (or all `fill` when std == 0) encoded as `type`; with
+// n_stack > 0, n_stack such matrices stacked as one 3-D tensor (experts).
 OutTensor make_tensor(std::string name, GgmlType type, int64_t rows, int64_t cols, float std, float fill,
-                      uint64_t seed) {
+                      uint64_t seed, int64_t n_stack) {
   if (cols % 256 != 0 && type != GgmlType::kF32 && type != GgmlType::kF16 && type != GgmlType::kBF16) {
     if (cols % 32 != 0) type = GgmlType::kF16;  // the block types need whole blocks per row
   }
   OutTensor t{std::move(name), type, {uint64_t(cols)}, {}};
-  if (rows > 1) t.ne.push_back(uint64_t(rows));
+  if (rows > 1 || n_stack > 0) t.ne.push_back(uint64_t(rows));
+  if (n_stack > 0) {
+    t.ne.push_back(uint64_t(n_stack));
+    rows *= n_stack;
+  }
   const size_t rb = row_size(type, cols).value();
   t.bytes.resize(rb * rows);
   std::mt19937_64 rng(seed);
@@ -134,7 +153,7 @@ OutTensor make_tensor(std::string name, GgmlType type, int64_t rows, int64_t col
 }
 
 // make_tensor's arguments.
-using TensorSpec = std::tuple<std::string, GgmlType, int64_t, int64_t, float, float, uint64_t>;
+using TensorSpec = std::tuple<std::string, GgmlType, int64_t, int64_t, float, float, uint64_t, int64_t>;
 
 }  // namespace
 
@@ -161,37 +180,48 @@ Status write_random_model(const RandomModelOptions& o) {
   w.set_uint32(a + "rope.dimension_count", uint32_t(s.head_dim));
   w.set_uint32(a + "attention.key_length", uint32_t(s.head_dim));
   w.set_uint32(a + "attention.value_length", uint32_t(s.head_dim));
+  if (s.n_experts > 0) {
+    w.set_uint32(a + "expert_count", uint32_t(s.n_experts));
+    w.set_uint32(a + "expert_used_count", uint32_t(s.n_experts_used));
+    w.set_uint32(a + "expert_feed_forward_length", uint32_t(s.expert_ffn));
+    if (s.shared_ffn > 0) w.set_uint32(a + "expert_shared_feed_forward_length", uint32_t(s.shared_ffn));
+    w.set_bool(a + "expert_weights_norm", s.norm_topk);
+  }
   ONEBIT_TRY(copy_vocab(w, o.tokenizer_path, o.out_path, s.vocab));
 
   std::vector<TensorSpec> ts;  // made in parallel below (each from its own seed)
+  const auto Spec = [](std::string name, GgmlType type, int64_t rows, int64_t cols, float std, float fill,
+                       uint64_t seed, int64_t n_stack = 0) {
+    return TensorSpec(std::move(name), type, rows, cols, std, fill, seed, n_stack);
+  };
   uint64_t seed = o.seed * 1000003u;
   const float sd = o.init_std;
   const float out_sd = s.output_std > 0 ? float(s.output_std) : sd;  // tied: the embedding is the output
   const GgmlType mt = o.out_type;
   const int64_t q_dim = s.n_heads * s.head_dim, kv_dim = s.n_kv_heads * s.head_dim;
-  ts.push_back(TensorSpec("token_embd.weight", mt, s.vocab, s.hidden, s.tied ? out_sd : sd, 0, ++seed));
-  ts.push_back(TensorSpec("output_norm.weight", GgmlType::kF32, 1, s.hidden, 0, 1, ++seed));
-  if (!s.tied) ts.push_back(TensorSpec("output.weight", mt, s.vocab, s.hidden, out_sd, 0, ++seed));
+  ts.push_back(Spec("token_embd.weight", mt, s.vocab, s.hidden, s.tied ? out_sd : sd, 0, ++seed));
+  ts.push_back(Spec("output_norm.weight", GgmlType::kF32, 1, s.hidden, 0, 1, ++seed));
+  if (!s.tied) ts.push_back(Spec("output.weight", mt, s.vocab, s.hidden, out_sd, 0, ++seed));
   for (int64_t l = 0; l < s.n_layers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
-    ts.push_back(TensorSpec(p + "attn_norm.weight", GgmlType::kF32, 1, s.hidden, 0, 1, ++seed));
-    ts.push_back(TensorSpec(p + "attn_q.weight", mt, q_dim, s.hidden, sd, 0, ++seed));
-    ts.push_back(TensorSpec(p + "attn_k.weight", mt, kv_dim, s.hidden, sd, 0, ++seed));
-    ts.push_back(TensorSpec(p + "attn_v.weight", mt, kv_dim, s.hidden, sd, 0, ++seed));
-    if (s.arch == "qwen2") {
-      ts.push_back(TensorSpec(p + "attn_q.bias", GgmlType::kF32, 1, q_dim, sd, 0, ++seed));
-      ts.push_back(TensorSpec(p + "attn_k.bias", GgmlType::kF32, 1, kv_dim, sd, 0, ++seed));
-      ts.push_back(TensorSpec(p + "attn_v.bias", GgmlType::kF32, 1, kv_dim, sd, 0, ++seed));
+    ts.push_back(Spec(p + "attn_norm.weight", GgmlType::kF32, 1, s.hidden, 0, 1, ++seed));
+    ts.push_back(Spec(p + "attn_q.weight", mt, q_dim, s.hidden, sd, 0, ++seed));
+    ts.push_back(Spec(p + "attn_k.weight", mt, kv_dim, s.hidden, sd, 0, ++seed));
+    ts.push_back(Spec(p + "attn_v.weight", mt, kv_dim, s.hidden, sd, 0, ++seed));
+    if (s.arch == "qwen2" || s.arch == "qwen2moe") {
+      ts.push_back(Spec(p + "attn_q.bias", GgmlType::kF32, 1, q_dim, sd, 0, ++seed));
+      ts.push_back(Spec(p + "attn_k.bias", GgmlType::kF32, 1, kv_dim, sd, 0, ++seed));
+      ts.push_back(Spec(p + "attn_v.bias", GgmlType::kF32, 1, kv_dim, sd, 0, ++seed));
     }
-    if (s.arch == "qwen3") {
-      ts.push_back(TensorSpec(p + "attn_q_norm.weight", GgmlType::kF32, 1, s.head_dim, 0, 1, ++seed));
-      ts.push_back(TensorSpec(p + "attn_k_norm.weight", GgmlType::kF32, 1, s.head_dim, 0, 1, ++seed));
+    if (s.arch == "qwen3" || s.arch == "qwen3moe") {
+      ts.push_back(Spec(p + "attn_q_norm.weight", GgmlType::kF32, 1, s.head_dim, 0, 1, ++seed));
+      ts.push_back(Spec(p + "attn_k_norm.weight", GgmlType::kF32, 1, s.head_dim, 0, 1, ++seed));
     }
-    ts.push_back(TensorSpec(p + "attn_output.weight", mt, s.hidden, q_dim, sd, 0, ++seed));
-    ts.push_back(TensorSpec(p + "ffn_norm.weight", GgmlType::kF32, 1, s.hidden, 0, 1, ++seed));
-    ts.push_back(TensorSpec(p + "ffn_gate.weight", mt, s.ffn, s.hidden, sd, 0, ++seed));
-    ts.push_back(TensorSpec(p + "ffn_up.weight", mt, s.ffn, s.hidden, sd, 0, ++seed));
-    ts.push_back(TensorSpec(p + "ffn_down.weight", mt, s.hidden, s.ffn, sd, 0, ++seed));
+    ts.push_back(Spec(p + "attn_output.weight", mt, s.hidden, q_dim, sd, 0, ++seed));
+    ts.push_back(Spec(p + "ffn_norm.weight", GgmlType::kF32, 1, s.hidden, 0, 1, ++seed));
+    ts.push_back(Spec(p + "ffn_gate.weight", mt, s.ffn, s.hidden, sd, 0, ++seed));
+    ts.push_back(Spec(p + "ffn_up.weight", mt, s.ffn, s.hidden, sd, 0, ++seed));
+    ts.push_back(Spec(p + "ffn_down.weight", mt, s.hidden, s.ffn, sd, 0, ++seed));
   }
   std::vector<OutTensor> out(ts.size());
   std::atomic<size_t> next{0};

@@ -1,6 +1,7 @@
 // `convert_hf` + the reference forward against Hugging Face transformers (fp32, CPU): tiny
 // random-init Llama/Qwen2/Qwen3 checkpoints and goldens in tests/golden/model (made by
-// tools/model/make_tiny_models.py), and the trained tinystories-656K from the shared test data.
+// tools/model/make_tiny_models.py; Qwen3MoE and Qwen2MoE, the latter with a shared expert and a
+// dense layer, by tools/model/make_family_goldens.py), and the trained tinystories-656K from the shared test data.
 // F32: max|diff| / max|logit| < 1e-4 on every prompt position and 64 identical greedy tokens.
 #include <gtest/gtest.h>
 
@@ -153,7 +154,8 @@ TEST_P(TinyModels, ReducedTypesStayClose) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Golden, TinyModels, ::testing::Values("tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-llama-rope-linear",
-                                           "tiny-llama-rope-llama3", "tiny-qwen2-yarn"));
+                                           "tiny-llama-rope-llama3", "tiny-qwen2-yarn", "tiny-qwen3moe",
+                                           "tiny-qwen2moe"));
 
 TEST(TinyStories656K, F32MatchesTransformers) {
   ONEBIT_REQUIRE_TESTDATA("models/tinystories-656K/model.safetensors");
@@ -167,7 +169,7 @@ TEST(TinyStories656K, F32MatchesTransformers) {
 
 // Per-layer hidden states against HF's output_hidden_states: locates a mismatch to a layer.
 TEST(TinyModelsLayers, HiddenStatesMatchPerLayer) {
-  for (const std::string name : {"tiny-llama", "tiny-qwen2", "tiny-qwen3"}) {
+  for (const std::string name : {"tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-qwen3moe", "tiny-qwen2moe"}) {
     const std::string dir = testing::source_path("tests/golden/model/" + name);
     const auto golden = load_json(dir + "/golden.json");
     const std::string out = temp_path(name + "-layers.gguf");

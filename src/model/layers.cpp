@@ -1,0 +1,243 @@
+// The shared layer pieces (layers.h): binders with shape and type checks, and the attention, SwiGLU
+// and mixture-of-experts blocks as named steps over the Backend ops.
+#include "model/layers.h"
+
+#include <cmath>
+
+#include "gguf/quants.h"
+
+namespace onebit {
+namespace {
+
+Error tensor_error(const std::string& msg) { return make_error("tensors: " + msg); }
+
+std::string shape_str(int64_t n_rows, int64_t n_cols, int64_t n_stack) {
+  return "[" + std::to_string(n_cols) + ", " + std::to_string(n_rows) +
+         (n_stack > 0 ? ", " + std::to_string(n_stack) : "") + "]";
+}
+
+void observe(const Observe* obs, std::string_view name, const Tensor& t) {
+  if (obs != nullptr && *obs) (*obs)(name, t);
+}
+
+Status alloc_all(Backend& be, std::initializer_list<std::tuple<Tensor*, GgmlType, int64_t, int64_t>> wants,
+                 const std::string& what) {
+  for (const auto& [t, type, rows, cols] : wants) {
+    auto a = be.alloc(type, rows, cols);
+    if (!a.ok()) return make_error(what + ": " + a.message());
+    *t = *a;
+  }
+  return ok_status();
+}
+
+void free_all_of(Backend& be, std::initializer_list<Tensor*> ts) {
+  for (Tensor* t : ts) {
+    if (t->valid()) be.free(*t);
+    *t = Tensor{};
+  }
+}
+
+}  // namespace
+
+Result<Tensor> bind_tensor(const GgufFile& f, Backend& backend, const std::string& name, int64_t n_rows,
+                           int64_t n_cols, bool optional, int64_t n_stack) {
+  const GgufTensorInfo* t = f.find_tensor(name);
+  if (!t) {
+    if (optional) return Tensor{};
+    return tensor_error("missing tensor " + name + " (expected shape " + shape_str(n_rows, n_cols, n_stack) +
+                        "); the file is incomplete or of another architecture");
+  }
+  const bool is_vector = n_rows == 1 && n_stack == 0 && t->n_dims == 1;
+  const int64_t got_rows = t->n_dims >= 2 ? static_cast<int64_t>(t->ne[1]) : 1;
+  const bool shape_ok = n_stack > 0 ? t->n_dims == 3 && int64_t(t->ne[2]) == n_stack
+                                    : t->n_dims <= 2;
+  if (!shape_ok || static_cast<int64_t>(t->ne[0]) != n_cols || got_rows != n_rows) {
+    std::string got = "[";
+    for (uint32_t d = 0; d < t->n_dims; ++d) got += (d ? ", " : "") + std::to_string(t->ne[d]);
+    return tensor_error(name + " has shape " + got + "]; the config needs " + shape_str(n_rows, n_cols, n_stack) +
+                        " (ggml order)");
+  }
+  const GgmlType type = t->type();
+  if (is_vector && type != GgmlType::kF32) {
+    return tensor_error(name + " has type " + ggml_type_name(t->raw_type) +
+                        "; norm and bias vectors must be f32 (re-convert the model)");
+  }
+  auto traits = ggml_type_traits(t->raw_type);
+  if (!traits || !can_dequantize(type) || type == GgmlType::kQ8_1 || type == GgmlType::kQ8_K) {
+    return tensor_error(name + " has type " + ggml_type_name(t->raw_type) +
+                        "; supported: f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q4_K, q5_K, q6_K");
+  }
+  if (n_cols % traits->block_elems != 0) {
+    return tensor_error(name + " has " + std::to_string(n_cols) + " columns, not a multiple of " +
+                        ggml_type_name(t->raw_type) + "'s block of " + std::to_string(traits->block_elems));
+  }
+  const int64_t rows = n_stack > 0 ? n_stack * n_rows : n_rows;
+  auto w = backend.weight_from_host(type, rows, n_cols, {t->data, static_cast<size_t>(t->n_bytes)});
+  if (!w.ok()) return tensor_error(name + ": " + w.message());
+  return *w;
+}
+
+Result<AttentionWeights> bind_attention(const GgufFile& f, Backend& be, const BlockDims& d, int32_t layer, bool bias,
+                                        bool qk_norm) {
+  const std::string p = "blk." + std::to_string(layer) + ".";
+  const int64_t qd = int64_t(d.n_heads) * d.head_dim, kvd = int64_t(d.n_kv_heads) * d.head_dim;
+  AttentionWeights w;
+  ONEBIT_ASSIGN_OR_RETURN(w.wq, bind_tensor(f, be, p + "attn_q.weight", qd, d.hidden));
+  ONEBIT_ASSIGN_OR_RETURN(w.wk, bind_tensor(f, be, p + "attn_k.weight", kvd, d.hidden));
+  ONEBIT_ASSIGN_OR_RETURN(w.wv, bind_tensor(f, be, p + "attn_v.weight", kvd, d.hidden));
+  if (bias) {
+    ONEBIT_ASSIGN_OR_RETURN(w.bq, bind_tensor(f, be, p + "attn_q.bias", 1, qd));
+    ONEBIT_ASSIGN_OR_RETURN(w.bk, bind_tensor(f, be, p + "attn_k.bias", 1, kvd));
+    ONEBIT_ASSIGN_OR_RETURN(w.bv, bind_tensor(f, be, p + "attn_v.bias", 1, kvd));
+  }
+  if (qk_norm) {
+    ONEBIT_ASSIGN_OR_RETURN(w.q_norm, bind_tensor(f, be, p + "attn_q_norm.weight", 1, d.head_dim));
+    ONEBIT_ASSIGN_OR_RETURN(w.k_norm, bind_tensor(f, be, p + "attn_k_norm.weight", 1, d.head_dim));
+  }
+  ONEBIT_ASSIGN_OR_RETURN(w.wo, bind_tensor(f, be, p + "attn_output.weight", d.hidden, qd));
+  return w;
+}
+
+Result<FfnWeights> bind_ffn(const GgufFile& f, Backend& be, int32_t layer, int64_t hidden, int64_t ffn,
+                            const std::string& suffix) {
+  const std::string p = "blk." + std::to_string(layer) + ".ffn_";
+  FfnWeights w;
+  ONEBIT_ASSIGN_OR_RETURN(w.w_gate, bind_tensor(f, be, p + "gate" + suffix + ".weight", ffn, hidden));
+  ONEBIT_ASSIGN_OR_RETURN(w.w_up, bind_tensor(f, be, p + "up" + suffix + ".weight", ffn, hidden));
+  ONEBIT_ASSIGN_OR_RETURN(w.w_down, bind_tensor(f, be, p + "down" + suffix + ".weight", hidden, ffn));
+  return w;
+}
+
+Result<MoeWeights> bind_moe(const GgufFile& f, Backend& be, const MoeDims& d, int32_t layer) {
+  const std::string p = "blk." + std::to_string(layer) + ".ffn_";
+  MoeWeights w;
+  ONEBIT_ASSIGN_OR_RETURN(w.router, bind_tensor(f, be, p + "gate_inp.weight", d.n_experts, d.hidden));
+  ONEBIT_ASSIGN_OR_RETURN(w.gate, bind_tensor(f, be, p + "gate_exps.weight", d.expert_ffn, d.hidden, false, d.n_experts));
+  ONEBIT_ASSIGN_OR_RETURN(w.up, bind_tensor(f, be, p + "up_exps.weight", d.expert_ffn, d.hidden, false, d.n_experts));
+  ONEBIT_ASSIGN_OR_RETURN(w.down, bind_tensor(f, be, p + "down_exps.weight", d.hidden, d.expert_ffn, false, d.n_experts));
+  if (d.shared_ffn > 0) {
+    ONEBIT_ASSIGN_OR_RETURN(w.shared, bind_ffn(f, be, layer, d.hidden, d.shared_ffn, "_shexp"));
+    ONEBIT_ASSIGN_OR_RETURN(w.shared_gate_inp, bind_tensor(f, be, p + "gate_inp_shexp.weight", 1, d.hidden, true));
+  } else if (f.find_tensor(p + "gate_shexp.weight") != nullptr) {
+    return tensor_error(p + "gate_shexp.weight is present but the config has no "
+                        "expert_shared_feed_forward_length; the file is inconsistent (re-convert it)");
+  }
+  return w;
+}
+
+Status AttentionScratch::alloc(Backend& be, const BlockDims& d, int64_t n) {
+  const int64_t qd = int64_t(d.n_heads) * d.head_dim, kvd = int64_t(d.n_kv_heads) * d.head_dim;
+  return alloc_all(be, {{&q, GgmlType::kF32, n, qd}, {&attn, GgmlType::kF32, n, qd},
+                        {&k, GgmlType::kF32, n, kvd}, {&v, GgmlType::kF32, n, kvd}}, "attention scratch");
+}
+
+void AttentionScratch::free_all(Backend& be) { free_all_of(be, {&q, &attn, &k, &v}); }
+
+Status MoeScratch::alloc(Backend& be, const MoeDims& d, int64_t n) {
+  const int64_t pairs = n * d.top_k;
+  ONEBIT_TRY(alloc_all(be, {{&logits, GgmlType::kF32, n, d.n_experts}, {&ids, GgmlType::kI32, n, d.top_k},
+                            {&weights, GgmlType::kF32, n, d.top_k}, {&gate, GgmlType::kF32, pairs, d.expert_ffn},
+                            {&up, GgmlType::kF32, pairs, d.expert_ffn}, {&y, GgmlType::kF32, pairs, d.hidden}},
+                       "expert scratch"));
+  if (d.shared_ffn == 0) return ok_status();
+  return alloc_all(be, {{&sh_gate, GgmlType::kF32, n, d.shared_ffn}, {&sh_up, GgmlType::kF32, n, d.shared_ffn},
+                        {&sh_out, GgmlType::kF32, n, d.hidden}, {&sh_scale, GgmlType::kF32, n, 1}},
+                   "shared expert scratch");
+}
+
+void MoeScratch::free_all(Backend& be) {
+  free_all_of(be, {&logits, &ids, &weights, &gate, &up, &y, &sh_gate, &sh_up, &sh_out, &sh_scale});
+}
+
+void store_kv_rows(Backend& be, const BlockDims& d, const AttentionWeights& w, const Tensor& x, const BlockRows& r,
+                   const Tensor& k_pool, const Tensor& v_pool, const AttentionScratch& s, const Observe* obs) {
+  const int64_t n = x.n_rows;
+  const Tensor k = s.k.rows(0, n);  // [n, n_kv_heads * head_dim]
+  const Tensor v = s.v.rows(0, n);
+  be.matmul(w.wk, x, k);
+  be.matmul(w.wv, x, v);
+  if (w.bk.valid()) {
+    be.add(k, w.bk, k);
+    be.add(v, w.bv, v);
+  }
+  if (w.k_norm.valid()) {  // qwen3: RMSNorm over each head's head_dim before RoPE
+    const Tensor k_heads = k.reshaped(n * d.n_kv_heads, d.head_dim);  // [n * n_kv_heads, head_dim]
+    be.rms_norm(k_heads, w.k_norm, d.eps, k_heads);
+  }
+  RopeParams rk = d.rope;
+  rk.n_heads = d.n_kv_heads;
+  rk.head_dim = d.head_dim;
+  be.rope(k, r.rope_pos, rk);
+  observe(obs, "Kcur", k);
+  observe(obs, "Vcur", v);
+  be.store_kv(k, r.slots, k_pool);
+  be.store_kv(v, r.slots, v_pool);
+}
+
+void attention_block(Backend& be, const BlockDims& d, const AttentionWeights& w, const Tensor& h, const BlockRows& r,
+                     const Tensor& k_pool, const Tensor& v_pool, int32_t block_size, const AttentionScratch& s,
+                     const Tensor& out, const Observe* obs) {
+  const int64_t n = h.n_rows;
+  const Tensor q = s.q.rows(0, n);        // [n, n_heads * head_dim]
+  const Tensor attn = s.attn.rows(0, n);  // [n, n_heads * head_dim]
+  be.matmul(w.wq, h, q);
+  if (w.bq.valid()) be.add(q, w.bq, q);
+  if (w.q_norm.valid()) {
+    const Tensor q_heads = q.reshaped(n * d.n_heads, d.head_dim);  // [n * n_heads, head_dim]
+    be.rms_norm(q_heads, w.q_norm, d.eps, q_heads);
+  }
+  RopeParams rq = d.rope;
+  rq.n_heads = d.n_heads;
+  rq.head_dim = d.head_dim;
+  be.rope(q, r.rope_pos, rq);
+  observe(obs, "Qcur", q);
+  store_kv_rows(be, d, w, h, r, k_pool, v_pool, s, obs);
+  PagedAttentionParams ap;
+  ap.n_heads = d.n_heads;
+  ap.n_kv_heads = d.n_kv_heads;
+  ap.head_dim = d.head_dim;
+  ap.scale = 1.0f / std::sqrt(static_cast<float>(d.head_dim));  // HF: head_dim ** -0.5
+  ap.block_size = block_size;
+  be.paged_attention(q, k_pool, v_pool, r.attn_pos, r.seq_ids, r.tables, attn, ap);
+  observe(obs, "kq_out", attn);
+  be.matmul(w.wo, attn, out);
+}
+
+void swiglu_ffn(Backend& be, const FfnWeights& w, const Tensor& h, const Tensor& gate, const Tensor& up,
+                const Tensor& out) {
+  be.matmul(w.w_gate, h, gate);
+  be.matmul(w.w_up, h, up);
+  be.swiglu(gate, up, gate);
+  be.matmul(w.w_down, gate, out);
+}
+
+void moe_ffn(Backend& be, const MoeDims& d, const MoeWeights& w, const Tensor& h, const MoeScratch& s,
+             const Tensor& out) {
+  const int64_t n = h.n_rows, pairs = n * d.top_k;
+  // router: probabilities over the experts, the top_k of each token
+  const Tensor logits = s.logits.rows(0, n);    // [n, n_experts]
+  const Tensor ids = s.ids.rows(0, n);          // I32 [n, top_k]
+  const Tensor weights = s.weights.rows(0, n);  // [n, top_k]
+  be.matmul(w.router, h, logits);
+  be.moe_route(logits, d.normalize, ids, weights);
+  // each routed pair through its expert's SwiGLU: [n * top_k, expert_ffn] -> [n * top_k, hidden]
+  const Tensor gate = s.gate.rows(0, pairs), up = s.up.rows(0, pairs), y = s.y.rows(0, pairs);
+  be.moe_matmul(w.gate, d.n_experts, h, ids, gate);
+  be.moe_matmul(w.up, d.n_experts, h, ids, up);
+  be.swiglu(gate, up, gate);
+  be.moe_matmul(w.down, d.n_experts, gate, ids, y);
+  // out = the pairs' outputs weighted per token
+  be.moe_combine(y, weights, out);
+  if (!w.shared.w_gate.valid()) return;
+  // shared expert, gated by sigmoid(shared_gate_inp . h) when the family has the gate
+  const Tensor sh_out = s.sh_out.rows(0, n);
+  swiglu_ffn(be, w.shared, h, s.sh_gate.rows(0, n), s.sh_up.rows(0, n), sh_out);
+  if (w.shared_gate_inp.valid()) {
+    const Tensor scale = s.sh_scale.rows(0, n);  // [n, 1]
+    be.matmul(w.shared_gate_inp, h, scale);
+    be.sigmoid_mul(sh_out, scale, sh_out);
+  }
+  be.add(out, sh_out, out);
+}
+
+}  // namespace onebit
