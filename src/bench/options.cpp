@@ -66,6 +66,7 @@ std::vector<OptionSpec> bench_option_specs() {
       {"decode-runs", 0, "N", "runs per decode prompt: code, prose, short (default 3)"},
       {"concurrency", 0, "LIST", "simultaneous requests to measure (default 1,2,4,8,16)"},
       {"concurrency-tokens", 0, "N", "tokens per request in the concurrency test (default 64)"},
+      {"concurrency-runs", 0, "N", "runs per concurrency level (default 3)"},
       {"only", 0, "LIST", "measure only these: prompt, decode, concurrency (default all)"},
       {"out", 'o', "DIR", "where bench.md, bench.json, bench.png and the server logs go (default bench-out)"},
       {"measure-bandwidth", 0, "", "add a memory read bandwidth measurement to the machine description"},
@@ -193,6 +194,7 @@ Result<BenchOptions> parse_bench_options(const ParsedArgs& args) {
     ONEBIT_ASSIGN_OR_RETURN(o.concurrency, parse_positive_list("--concurrency", args.get("concurrency"), 256));
   }
   ONEBIT_ASSIGN_OR_RETURN(o.concurrency_tokens, int_option(args, "concurrency-tokens", 64, 1, 1 << 20));
+  ONEBIT_ASSIGN_OR_RETURN(o.concurrency_runs, int_option(args, "concurrency-runs", 3, 1, 1000));
   if (args.has("only")) ONEBIT_TRY(apply_only(args.get("only"), o));
   o.out_dir = args.get("out", "bench-out");
   if (o.out_dir.empty()) return make_error("--out is empty; give a directory");

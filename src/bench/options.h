@@ -32,6 +32,7 @@ struct BenchOptions {
   int decode_runs = 3;
   std::vector<int> concurrency = {1, 2, 4, 8, 16};
   int concurrency_tokens = 64;
+  int concurrency_runs = 3;            // samples per level and round: one burst is too short to trust alone
   bool run_prompt = true;
   bool run_decode = true;
   bool run_concurrency = true;

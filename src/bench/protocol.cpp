@@ -98,14 +98,13 @@ Result<double> prompt_rate(const json& reply, const std::string& config) {
 Status run_prompt_phase(RunContext& ctx, const std::string& log) {
   const BenchOptions& o = ctx.options;
   auto prompt_request = [&](const std::string& text, bool cache) {
-    return json{{"prompt", text}, {"max_tokens", 1}, {"temperature", 0}, {"cache_prompt", cache}};
+    return json{{"prompt", text}, {"max_tokens", kPromptMaxTokens}, {"temperature", 0}, {"cache_prompt", cache}};
   };
   // Without the prefix cache: a distinct first line per run, and cache_prompt false.
   for (int run = 1; run <= o.prompt_runs; ++run) {
     const std::string step = "prompt, no cache " + std::to_string(run) + "/" + std::to_string(o.prompt_runs);
     ctx.progress.status(ctx.where() + step + " ...");
-    const std::string text = "Benchmark run " + std::to_string(ctx.round) + "." + std::to_string(run) + " of " + ctx.config.name +
-                             ".\n" + ctx.inputs.prompt_text;
+    const std::string text = prompt_first_line(ctx.round, run, ctx.config.name) + ctx.inputs.prompt_text;
     auto r = timed_complete(ctx, "/v1/completions", prompt_request(text, false));
     if (!r.ok()) return ctx.fail(step, r.error(), log);
     auto rate = prompt_rate(r->first, ctx.config.name);
@@ -116,7 +115,7 @@ Status run_prompt_phase(RunContext& ctx, const std::string& log) {
     ctx.progress.step(ctx.where() + step + kDot + fmt(*rate) + " tok/s");
   }
   // With the cache: one priming request, then the same prompt again.
-  const std::string cached = "Benchmark cached prompt, round " + std::to_string(ctx.round) + ".\n" + ctx.inputs.prompt_text;
+  const std::string cached = prompt_first_line(ctx.round, 0, ctx.config.name) + ctx.inputs.prompt_text;
   ctx.progress.status(ctx.where() + "prompt, priming the cache ...");
   if (auto r = ctx.client.complete("/v1/completions", prompt_request(cached, true)); !r.ok()) {
     return ctx.fail("prompt, priming the cache", r.error(), log);
@@ -173,10 +172,10 @@ Status run_decode_phase(RunContext& ctx, const std::string& log) {
   return ok_status();
 }
 
-// N streamed requests at once, released together; total tokens/s over the wall time from the
-// first send to the last end, and the median time to first content.
-Status run_concurrency_level(RunContext& ctx, int n, const std::string& log) {
-  const std::string step = "concurrency " + std::to_string(n);
+// One burst: N streamed requests released together; total tokens/s from the release to the last
+// end (burst_tokens_per_second), and the median time to first content.
+Status run_concurrency_burst(RunContext& ctx, int n, int run, const std::string& log) {
+  const std::string step = "concurrency " + std::to_string(n) + " " + std::to_string(run) + "/" + std::to_string(ctx.options.concurrency_runs);
   ctx.progress.status(ctx.where() + step + " ...");
   std::mutex mu;
   std::condition_variable cv;
@@ -189,7 +188,7 @@ Status run_concurrency_level(RunContext& ctx, int n, const std::string& log) {
     threads.emplace_back([&, i] {
       json body = decode_body(ctx.inputs,
                               "(request " + std::to_string(i + 1) + " of " + std::to_string(n) + ", round " + std::to_string(ctx.round) +
-                                  ") " + short_text,
+                                  ", run " + std::to_string(run) + ") " + short_text,
                               ctx.options.concurrency_tokens);
       body["stream"] = true;
       body["stream_options"] = {{"include_usage", true}};
@@ -208,30 +207,34 @@ Status run_concurrency_level(RunContext& ctx, int n, const std::string& log) {
   }
   cv.notify_all();
   for (auto& t : threads) t.join();
-  double wall_ms = 0.0;
+  std::vector<StreamEnd> burst;
   int64_t tokens = 0;
+  double wall_ms = 0.0;
   std::vector<double> ttfts;
   json requests = json::array();
   for (int i = 0; i < n; ++i) {
     const auto& r = outcomes[static_cast<size_t>(i)];
     if (!r.ok()) return ctx.fail(step + ", request " + std::to_string(i + 1), r.error(), log);
     if (r->ttft_ms < 0.0) return ctx.fail(step + ", request " + std::to_string(i + 1), make_error("the stream carried no content"), log);
-    wall_ms = std::max(wall_ms, std::chrono::duration<double, std::milli>(ends[static_cast<size_t>(i)] - start).count());
+    const double end_ms = std::chrono::duration<double, std::milli>(ends[static_cast<size_t>(i)] - start).count();
+    burst.push_back({r->completion_tokens, end_ms});
     tokens += r->completion_tokens;
+    wall_ms = std::max(wall_ms, end_ms);
     ttfts.push_back(r->ttft_ms);
     requests.push_back({{"ttft_ms", r->ttft_ms},
                         {"total_ms", r->total_ms},
+                        {"end_ms", end_ms},
                         {"completion_tokens", r->completion_tokens},
                         {"content_chunks", r->content_chunks},
                         {"usage_seen", r->usage_seen},
                         {"usage", r->usage},
                         {"timings", r->timings}});
   }
-  const double tps = wall_ms > 0.0 ? static_cast<double>(tokens) / (wall_ms / 1000.0) : 0.0;
+  const double tps = burst_tokens_per_second(burst);
   const double ttft = median_of(ttfts);
   const json raw = {{"concurrency", n}, {"wall_ms", wall_ms}, {"completion_tokens", tokens}, {"requests", requests}};
-  ctx.samples.push_back({ctx.config.name, ctx.round, 1, "concurrency_tps_" + std::to_string(n), tps, raw});
-  ctx.samples.push_back({ctx.config.name, ctx.round, 1, "concurrency_ttft_" + std::to_string(n), ttft, raw});
+  ctx.samples.push_back({ctx.config.name, ctx.round, run, "concurrency_tps_" + std::to_string(n), tps, raw});
+  ctx.samples.push_back({ctx.config.name, ctx.round, run, "concurrency_ttft_" + std::to_string(n), ttft, raw});
   ctx.progress.step(ctx.where() + step + kDot + fmt(tps) + " tok/s, TTFT " + fmt(ttft, "%.0f") + " ms");
   return ok_status();
 }
@@ -258,7 +261,9 @@ Status run_config(const BenchOptions& o, const BenchInputs& in, const BenchConfi
   if (o.run_prompt) ONEBIT_TRY(run_prompt_phase(ctx, log));
   if (o.run_decode) ONEBIT_TRY(run_decode_phase(ctx, log));
   if (o.run_concurrency) {
-    for (int n : o.concurrency) ONEBIT_TRY(run_concurrency_level(ctx, n, log));
+    for (int n : o.concurrency) {
+      for (int run = 1; run <= o.concurrency_runs; ++run) ONEBIT_TRY(run_concurrency_burst(ctx, n, run, log));
+    }
   }
   (*server)->stop();
   if (control.interrupted.load()) return make_error("interrupted");
@@ -276,6 +281,11 @@ const std::vector<DecodePrompt>& decode_prompts() {
       {"short", "What is the capital of France?", "The capital of France is"},
   };
   return kPrompts;
+}
+
+std::string prompt_first_line(int round, int run, const std::string& config) {
+  if (run == 0) return "Benchmark cached prompt, round " + std::to_string(round) + ".\n";
+  return "Benchmark run " + std::to_string(round) + "." + std::to_string(run) + " of " + config + ".\n";
 }
 
 Status check_configs(const BenchOptions& options, const BenchInputs& inputs, RunControl& control) {

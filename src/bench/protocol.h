@@ -28,6 +28,13 @@ struct DecodePrompt {
 };
 const std::vector<DecodePrompt>& decode_prompts();
 
+// Tokens a prompt-speed request generates (its max_tokens).
+inline constexpr int kPromptMaxTokens = 1;
+
+// The line in front of the prompt-speed text: one per run without the cache (run >= 1), one per
+// round for the cached prompt (run 0), so that no two uncached runs share a prefix.
+std::string prompt_first_line(int round, int run, const std::string& config);
+
 // Checks every configuration with `serve --dry-run` (fast: no model load), so a bad option fails
 // before anything is measured; the error names the configuration and quotes serve's message.
 Status check_configs(const BenchOptions& options, const BenchInputs& inputs, RunControl& control);

@@ -52,7 +52,10 @@ std::string options_line(const BenchOptions& o) {
     s += "; decode " + std::to_string(o.decode_tokens) + " tokens, " + std::to_string(o.decode_runs) +
          (o.decode_runs == 1 ? " run" : " runs") + " per prompt (code, prose, short)";
   }
-  if (o.run_concurrency) s += "; concurrency " + levels + " at " + std::to_string(o.concurrency_tokens) + " tokens per request";
+  if (o.run_concurrency) {
+    s += "; concurrency " + levels + " at " + std::to_string(o.concurrency_tokens) + " tokens per request, " +
+         std::to_string(o.concurrency_runs) + (o.concurrency_runs == 1 ? " run" : " runs") + " per level";
+  }
   return s;
 }
 
@@ -103,8 +106,12 @@ std::string markdown_report(const BenchOptions& o, const RunInfo& info, const st
     md += std::string(i ? ", " : "") + "`" + o.configs[i].name + "` = `" + o.configs[i].options_text + "`";
   }
   md += "\n- protocol: " + options_line(o);
-  if (o.run_prompt) md += "; prompt text " + std::to_string(info.prompt_chars) + " characters of " + info.prompt_source;
+  if (o.run_prompt) {
+    md += "; prompt text " + std::to_string(info.prompt_chars) + " characters of " + info.prompt_source;
+    if (info.prompt_tokens > 0) md += ", " + std::to_string(info.prompt_tokens) + " tokens";
+  }
   md += "\n";
+  if (!info.prompt_note.empty()) md += "- **" + info.prompt_note + "**\n";
   md += "- cells: best / median over every sample of every round; (change of the median against `" + o.configs[0].name +
         "`); TTFT: lower is better\n\n";
   md += "| metric |";
@@ -138,6 +145,7 @@ json json_report(const BenchOptions& o, const RunInfo& info, const std::vector<S
                   {"decode_runs", o.decode_runs},
                   {"concurrency", o.concurrency},
                   {"concurrency_tokens", o.concurrency_tokens},
+                  {"concurrency_runs", o.concurrency_runs},
                   {"only", {{"prompt", o.run_prompt}, {"decode", o.run_decode}, {"concurrency", o.run_concurrency}}},
                   {"out", o.out_dir},
                   {"measure_bandwidth", o.measure_bandwidth},
@@ -163,7 +171,13 @@ json json_report(const BenchOptions& o, const RunInfo& info, const std::vector<S
           {"wall_s", info.wall_s},
           {"machine", machine_json(info.machine)},
           {"model", {{"path", o.model_path}, {"size_bytes", info.model_size_bytes}, {"chat", info.chat}}},
-          {"prompt", {{"chars", info.prompt_chars}, {"source", info.prompt_source}}},
+          {"prompt",
+           {{"chars", info.prompt_chars},
+            {"source", info.prompt_source},
+            {"tokens", info.prompt_tokens},
+            {"uncapped_tokens", info.prompt_uncapped_tokens},
+            {"served_context", info.served_context},
+            {"capped_note", info.prompt_note.empty() ? json(nullptr) : json(info.prompt_note)}}},
           {"options", options},
           {"configs", configs},
           {"samples", sample_list},

@@ -24,6 +24,10 @@ struct RunInfo {
   bool chat = false;
   size_t prompt_chars = 0;    // characters of the prompt-speed text
   std::string prompt_source;  // the file(s) it came from
+  int64_t prompt_tokens = 0;           // its tokens by the model's tokenizer (0: not counted)
+  int64_t prompt_uncapped_tokens = 0;  // before the cut to the served context
+  int64_t served_context = 0;          // the smallest context of the configs (0: unknown)
+  std::string prompt_note;             // "prompt capped from ... to ... tokens: ..."; empty when not cut
   MachineInfo machine;
 };
 

@@ -7,6 +7,16 @@
 
 namespace onebit {
 
+double burst_tokens_per_second(const std::vector<StreamEnd>& streams) {
+  int64_t tokens = 0;
+  double wall_ms = 0.0;
+  for (const StreamEnd& s : streams) {
+    tokens += s.tokens;
+    wall_ms = std::max(wall_ms, s.end_ms);
+  }
+  return wall_ms > 0.0 ? static_cast<double>(tokens) / (wall_ms / 1000.0) : 0.0;
+}
+
 double median_of(std::vector<double> values) {
   ONEBIT_CHECK(!values.empty());
   std::sort(values.begin(), values.end());

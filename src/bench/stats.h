@@ -2,6 +2,7 @@
 // as best and median, and the change of a configuration against the baseline on the median.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -38,6 +39,17 @@ struct SummaryRow {
   Metric metric;
   std::vector<std::optional<CellStats>> cells;  // one per configuration, in order; none: no samples
 };
+
+// One request of a concurrency burst: its completion tokens and when its stream ended, in ms
+// after the moment all of the burst's requests were released.
+struct StreamEnd {
+  int64_t tokens = 0;
+  double end_ms = 0.0;
+};
+
+// Total tokens/s of a burst: all its requests' tokens over the time from the release to the last
+// end; 0 for an empty burst or no elapsed time.
+double burst_tokens_per_second(const std::vector<StreamEnd>& streams);
 
 // The median of `values` (not empty).
 double median_of(std::vector<double> values);

@@ -17,6 +17,7 @@
 #include "bench/machine.h"
 #include "bench/options.h"
 #include "bench/progress.h"
+#include "bench/prompt.h"
 #include "bench/protocol.h"
 #include "bench/report.h"
 #include "cli/command.h"
@@ -88,26 +89,30 @@ Result<std::pair<std::string, std::string>> load_prompt(const BenchOptions& o) {
 }
 
 // Whether the model has a chat template (tokenizer.chat_template, a non-empty string).
-Result<bool> model_has_chat_template(const std::string& path) {
-  auto file = GgufFile::open(path);
-  if (!file.ok()) return make_error("-m: " + file.message());
-  const GgufValue* v = file->find("tokenizer.chat_template");
+bool has_chat_template(const GgufFile& file) {
+  const GgufValue* v = file.find("tokenizer.chat_template");
   return v != nullptr && v->type == GgufValueType::kString && !v->str.empty();
 }
 
-// The first max_tokens tokens of text by the model's own tokenizer (text itself when it is
-// shorter or max_tokens is 0), so that the ~1,800-token protocol prompt fits vocabularies that
-// spend more tokens on the same characters.
-Result<std::string> cap_tokens(const std::string& model_path, const std::string& text, int64_t max_tokens) {
-  if (max_tokens <= 0) return text;
-  auto file = GgufFile::open(model_path);
-  if (!file.ok()) return make_error("-m: " + file.message());
-  auto tok = Tokenizer::from_gguf(*file);
-  if (!tok.ok()) return make_error("--prompt-tokens needs the model's tokenizer: " + tok.message() + " (pass --prompt-tokens 0)");
-  std::vector<TokenId> ids = tok->encode(text, EncodeOptions{.parse_special = false});
-  if (int64_t(ids.size()) <= max_tokens) return text;
-  ids.resize(size_t(max_tokens));
-  return tok->decode(ids);
+// The GGUF's <arch>.context_length, or 0.
+int64_t model_context(const GgufFile& file) {
+  auto arch = file.get_string("general.architecture");
+  if (!arch.ok()) return 0;
+  auto n = file.get_int(*arch + ".context_length");
+  return n.ok() ? *n : 0;
+}
+
+// The prompt text fitted to --prompt-tokens and to the served context by the model's tokenizer.
+// Without a tokenizer the text goes as it is when --prompt-tokens is 0, else that is an error.
+Result<PromptFit> fit_to_model(const GgufFile& file, const BenchOptions& o, const std::string& text) {
+  auto tok = Tokenizer::from_gguf(file);
+  if (!tok.ok()) {
+    if (o.prompt_tokens > 0) return make_error("--prompt-tokens needs the model's tokenizer: " + tok.message() + " (pass --prompt-tokens 0)");
+    PromptFit fit;
+    fit.text = text;
+    return fit;
+  }
+  return fit_prompt(*tok, text, o.prompt_tokens, served_context(model_context(file), o.configs), prompt_reserved_tokens(*tok, o));
 }
 
 // This process's command line, shell-quoted where needed (from /proc/self/cmdline).
@@ -202,16 +207,20 @@ int run_bench(const ParsedArgs& args) {
   auto parsed = parse_bench_options(args);
   if (!parsed.ok()) return usage_error("bench", parsed.message());
   BenchOptions o = std::move(*parsed);
-  auto chat = model_has_chat_template(o.model_path);
-  if (!chat.ok()) return usage_error("bench", chat.message());
-  auto prompt = load_prompt(o);
-  if (!prompt.ok()) return usage_error("bench", prompt.message());
-  auto capped = cap_tokens(o.model_path, prompt->first, o.prompt_tokens);
-  if (!capped.ok()) return usage_error("bench", capped.message());
-  prompt->first = std::move(*capped);
+  auto file = GgufFile::open(o.model_path);
+  if (!file.ok()) return usage_error("bench", "-m: " + file.message());
+  Result<std::pair<std::string, std::string>> prompt = std::make_pair(std::string(), std::string());
+  PromptFit fit;
+  if (o.run_prompt) {
+    prompt = load_prompt(o);
+    if (!prompt.ok()) return usage_error("bench", prompt.message());
+    auto fitted = fit_to_model(*file, o, prompt->first);
+    if (!fitted.ok()) return usage_error("bench", fitted.message());
+    fit = std::move(*fitted);
+  }
   BenchInputs in;
-  in.chat = *chat;
-  in.prompt_text = prompt->first;
+  in.chat = has_chat_template(*file);
+  in.prompt_text = fit.text;
   std::error_code ec;
   in.serve_binary = o.serve_binary.empty() ? fs::read_symlink("/proc/self/exe", ec).string() : o.serve_binary;
   if (ec || in.serve_binary.empty()) return failure("bench", "cannot find this binary (/proc/self/exe); pass --serve-binary PATH");
@@ -225,6 +234,11 @@ int run_bench(const ParsedArgs& args) {
   info.chat = in.chat;
   info.prompt_chars = utf8_count(in.prompt_text);
   info.prompt_source = prompt->second;
+  info.prompt_tokens = fit.tokens;
+  info.prompt_uncapped_tokens = fit.uncapped_tokens;
+  info.served_context = fit.context.n_ctx;
+  info.prompt_note = prompt_cap_note(fit);
+  if (!info.prompt_note.empty()) std::fprintf(stderr, "1bit bench: %s\n", info.prompt_note.c_str());
 
   Progress progress(Progress::stderr_is_tty());
   RunControl control;

@@ -150,7 +150,7 @@ TEST_F(BenchTest, TwoConfigsTwoRoundsAgainstTheFake) {
   const std::string out = (dir_ / "out").string();
   auto r = bench("-m " + model_ + " " + config("base", "") + " " + config("np2", "--parallel 2 ") +
                  " --rounds 2 --prompt-runs 2 --decode-runs 2 --decode-tokens 16 --prompt-chars 2000"
-                 " --concurrency 1,2,4 --concurrency-tokens 8 -o " + out);
+                 " --concurrency 1,2,4 --concurrency-tokens 8 --concurrency-runs 2 -o " + out);
   ASSERT_EQ(r.exit_code, 0) << r.err;
 
   // The table: every metric, both configs; the fake's speeds are known, so are best, median and change.
@@ -203,6 +203,15 @@ TEST_F(BenchTest, TwoConfigsTwoRoundsAgainstTheFake) {
       const int n = s["raw"]["concurrency"].get<int>();
       EXPECT_EQ(s["raw"]["completion_tokens"].get<int>(), n * 8) << "every stream's tokens were counted";
       EXPECT_EQ(s["raw"]["requests"].size(), static_cast<size_t>(n));
+      // The value is every stream's tokens over the release to the last end, from the raw times.
+      double last_end = 0.0;
+      int tokens = 0;
+      for (const auto& rq : s["raw"]["requests"]) {
+        last_end = std::max(last_end, rq["end_ms"].get<double>());
+        tokens += rq["completion_tokens"].get<int>();
+        EXPECT_LE(rq["total_ms"].get<double>(), rq["end_ms"].get<double>() + 1e-6) << "a stream ran inside the burst";
+      }
+      EXPECT_NEAR(s["value"].get<double>(), tokens / (last_end / 1000.0), 1e-6 * s["value"].get<double>());
     }
     if (s["metric"] == "decode_code") {
       EXPECT_EQ(s["raw"]["timings"]["predicted_n"], 16);
@@ -212,8 +221,8 @@ TEST_F(BenchTest, TwoConfigsTwoRoundsAgainstTheFake) {
     EXPECT_EQ((counts[{"prompt_nocache", c}]), 2 * 2);
     EXPECT_EQ((counts[{"prompt_cached", c}]), 2 * 2);
     EXPECT_EQ((counts[{"decode_prose", c}]), 2 * 2);
-    EXPECT_EQ((counts[{"concurrency_tps_4", c}]), 2);
-    EXPECT_EQ((counts[{"concurrency_ttft_1", c}]), 2);
+    EXPECT_EQ((counts[{"concurrency_tps_4", c}]), 2 * 2) << "rounds x runs: one burst is not a measurement";
+    EXPECT_EQ((counts[{"concurrency_ttft_1", c}]), 2 * 2);
   }
   EXPECT_EQ(j["summary"].size(), 11u * 2u);
 
@@ -259,8 +268,8 @@ TEST_F(BenchTest, TwoConfigsTwoRoundsAgainstTheFake) {
   EXPECT_EQ(uncached_prompts.size(), 8u) << "each run without the cache has its own prompt";
   EXPECT_EQ(decode, 2 * 2 * 3 * 2);
   EXPECT_EQ(warmups, 4);
-  EXPECT_EQ(streams, 2 * 2 * (1 + 2 + 4));
-  for (const auto& [prompt, n] : stream_prompts) EXPECT_EQ(n, 2) << "one per config, per round: " << prompt;
+  EXPECT_EQ(streams, 2 * 2 * (1 + 2 + 4) * 2);
+  for (const auto& [prompt, n] : stream_prompts) EXPECT_EQ(n, 2) << "one per config, per round and run: " << prompt;
 
   // Server logs are kept beside the outputs.
   EXPECT_TRUE(fs::exists(out + "/serve-np2-r2.log"));
@@ -297,6 +306,39 @@ TEST_F(BenchTest, PromptIsCappedByTheModelsTokens) {
     ++seen;
   }
   EXPECT_EQ(seen, 1);
+}
+
+// The protocol's defaults on the default model (context 1,024): the 1,800-token prompt is cut so
+// that every prompt request fits, and the report, stderr and JSON say from what to what.
+TEST_F(BenchTest, DefaultPromptIsCappedToTheModelsContext) {
+  const std::string out = (dir_ / "out").string();
+  auto r = bench("-m " + model_ + " " + config("base", "") + " --only prompt --prompt-runs 2 -o " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto file = onebit::GgufFile::open(model_);
+  ASSERT_TRUE(file.ok());
+  ASSERT_EQ(*file->get_int("qwen3.context_length"), 1024);
+  auto tok = onebit::Tokenizer::from_gguf(*file);
+  ASSERT_TRUE(tok.ok()) << tok.message();
+  size_t longest = 0;
+  int seen = 0;
+  for (const auto& rq : json_lines((dir_ / "requests.jsonl").string())) {
+    if (rq["path"] != "/v1/completions") continue;
+    const size_t n = tok->encode(rq["body"]["prompt"].get<std::string>(), onebit::EncodeOptions{.parse_special = false}).size();
+    EXPECT_LE(n + (tok->adds_bos() ? 1 : 0) + rq["body"]["max_tokens"].get<size_t>(), 1024u);
+    longest = std::max(longest, n);
+    ++seen;
+  }
+  EXPECT_EQ(seen, 2 + 1 + 2);
+  EXPECT_GE(longest, 1000u) << "the cut keeps what fits";
+  const json j = json::parse(read_whole_file(out + "/bench.json"));
+  const int64_t tokens = j["prompt"]["tokens"].get<int64_t>();
+  EXPECT_EQ(j["prompt"]["uncapped_tokens"], 1800);
+  EXPECT_EQ(j["prompt"]["served_context"], 1024);
+  const std::string note = "prompt capped from 1800 to " + std::to_string(tokens) + " tokens: the model's context is 1024";
+  ASSERT_TRUE(j["prompt"]["capped_note"].is_string());
+  EXPECT_EQ(j["prompt"]["capped_note"].get<std::string>().rfind(note, 0), 0u) << j["prompt"];
+  EXPECT_NE(read_whole_file(out + "/bench.md").find("- **" + note), std::string::npos);
+  EXPECT_NE(r.err.find(note), std::string::npos) << r.err;
 }
 
 TEST_F(BenchTest, DrafterRowsAppearWhenTheServerReportsThem) {

@@ -78,13 +78,14 @@ TEST(BenchOptions, DefaultsAreTheProtocol) {
   EXPECT_EQ(o->decode_runs, 3);
   EXPECT_EQ(o->concurrency, (std::vector<int>{1, 2, 4, 8, 16}));
   EXPECT_EQ(o->concurrency_tokens, 64);
+  EXPECT_EQ(o->concurrency_runs, 3);
   EXPECT_TRUE(o->run_prompt && o->run_decode && o->run_concurrency);
   EXPECT_EQ(o->out_dir, "bench-out");
   EXPECT_FALSE(o->measure_bandwidth);
   EXPECT_EQ(o->timeout_s, 300);
 
   auto p = parse_bench_options(args_of({"-m", model, "--config", "a=--threads 1", "--config", "b=--threads 2", "--rounds", "3",
-                                        "--only", "decode,concurrency", "--concurrency", "2,4", "-o", "/tmp/x"}));
+                                        "--only", "decode,concurrency", "--concurrency", "2,4", "--concurrency-runs", "5", "-o", "/tmp/x"}));
   ASSERT_TRUE(p.ok()) << p.message();
   ASSERT_EQ(p->configs.size(), 2u);
   EXPECT_EQ(p->configs[1].args, (Words{"--threads", "2"}));
@@ -92,6 +93,7 @@ TEST(BenchOptions, DefaultsAreTheProtocol) {
   EXPECT_FALSE(p->run_prompt);
   EXPECT_TRUE(p->run_decode && p->run_concurrency);
   EXPECT_EQ(p->concurrency, (std::vector<int>{2, 4}));
+  EXPECT_EQ(p->concurrency_runs, 5);
   EXPECT_EQ(p->out_dir, "/tmp/x");
 }
 
@@ -107,6 +109,7 @@ TEST(BenchOptions, Errors) {
   EXPECT_NE(error_of({"-m", model, "--rounds", "0"}).find("--rounds"), std::string::npos);
   EXPECT_NE(error_of({"-m", model, "--only", "prompt,speed"}).find("'speed' is not a measurement"), std::string::npos);
   EXPECT_NE(error_of({"-m", model, "--concurrency", "1,two"}).find("--concurrency"), std::string::npos);
+  EXPECT_NE(error_of({"-m", model, "--concurrency-runs", "0"}).find("--concurrency-runs"), std::string::npos);
   EXPECT_NE(error_of({"-m", model, "stray"}).find("unexpected argument 'stray'"), std::string::npos);
 }
 
@@ -132,6 +135,21 @@ TEST(BenchStats, BestMedianAndChangeOnTheMedian) {
   EXPECT_DOUBLE_EQ(rows[1].cells[0]->best, 100.0);         // lower is better
   EXPECT_DOUBLE_EQ(*rows[1].cells[1]->change_pct, -70.0);  // 60 against 200
   EXPECT_EQ(rows[1].cells[1]->n, 2u);
+}
+
+// A burst's rate is all its tokens over the release-to-last-end time, whatever the order the
+// streams end in and however long each one ran: 64 + 64 + 128 tokens, the last ending 1.25 s
+// after the release, is 256 / 1.25 = 204.8 tok/s (not the sum of per-stream rates, 64/0.5 +
+// 64/0.75 + 128/1.25 = 316.1, nor tokens over the summed times, 256/2.5 = 102.4).
+TEST(BenchStats, BurstRateIsAllTokensOverReleaseToLastEnd) {
+  EXPECT_DOUBLE_EQ(burst_tokens_per_second({{64, 500.0}, {128, 1250.0}, {64, 750.0}}), 256.0 / 1.25);
+  EXPECT_DOUBLE_EQ(burst_tokens_per_second({{64, 400.0}}), 160.0);
+  // 16 streams through 4 slots: four waves of four, 100 ms each; 1,024 tokens in 0.4 s.
+  std::vector<StreamEnd> waves;
+  for (int i = 0; i < 16; ++i) waves.push_back({64, 100.0 * (1 + i / 4)});
+  EXPECT_DOUBLE_EQ(burst_tokens_per_second(waves), 1024 / 0.4);
+  EXPECT_DOUBLE_EQ(burst_tokens_per_second({}), 0.0);
+  EXPECT_DOUBLE_EQ(burst_tokens_per_second({{5, 0.0}}), 0.0);
 }
 
 TEST(BenchReport, FormatsAndTable) {
