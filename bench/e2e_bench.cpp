@@ -87,12 +87,23 @@ class ReadBandwidth {
   volatile float sink_ = 0;
 };
 
-// Bytes of weights one decode token reads: every tensor but the token embedding (one row of it).
+// Bytes of weights one decode token reads: every tensor but the token embedding (one row of it)
+// and, in a mixture of experts, of each stacked *_exps tensor the expert_used_count of its
+// expert_count experts (the active experts' bytes).
 uint64_t weight_bytes_per_token(const GgufFile& f) {
   uint64_t sum = 0;
   const bool tied = f.find_tensor("output.weight") == nullptr;
+  const auto arch = f.get_string("general.architecture");
+  const auto key = [&](const char* k) -> uint64_t {
+    if (!arch.ok() || !f.find(*arch + k)) return 0;
+    const auto v = f.get_uint(*arch + k);
+    return v.ok() ? *v : 0;
+  };
+  const uint64_t n_exp = key(".expert_count"), n_used = key(".expert_used_count");
   for (const GgufTensorInfo& t : f.tensors()) {
-    if (t.name == "token_embd.weight" && !tied) {
+    if (n_exp > 0 && t.n_dims == 3 && t.name.find("_exps.") != std::string::npos) {
+      sum += t.n_bytes / n_exp * n_used;
+    } else if (t.name == "token_embd.weight" && !tied) {
       sum += t.n_bytes / t.ne[1];
     } else {
       sum += t.n_bytes;

@@ -1,6 +1,7 @@
 // The CPU backend's small ops against the reference backend on random data, every ISA, odd sizes:
 // get_rows (every type), rms_norm, add (broadcast), swiglu, softmax, copy, rope (both orderings,
-// linear / YaRN scaling, frequency factors), causal GQA attention with a filled cache.
+// linear / YaRN scaling, frequency factors), causal GQA attention with a filled cache, and the
+// mixture-of-experts product (expert slices through each ISA's dot and panel kernels).
 #include <gtest/gtest.h>
 
 #include "cpu_test_util.h"
@@ -133,6 +134,36 @@ TEST_P(CpuOpsTest, AttentionGqaWithCache) {
                    upload(*ref, n_kv, kd, v).rows(0, vis), out_r, p);
     EXPECT_LE(nmse(download(*cpu, out_c), download(*ref, out_r)), kExpOps) << c.n_heads << "/" << c.n;
     EXPECT_TRUE(guard_intact(*cpu, out_c));
+  }
+}
+
+// moe_matmul through this ISA's kernels: 16-row experts (whole 8-row panels) of the panel types,
+// 1 and 9 tokens, top 3 of 5, some experts chosen by several tokens.
+TEST_P(CpuOpsTest, MoeMatmulPanelTypes) {
+  const int32_t n_exp = 5, top_k = 3;
+  const int64_t m = 16, k = 512;
+  for (GgmlType type : {GgmlType::kQ4_0, GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K}) {
+    const auto f = random_floats(n_exp * m * k, 61);
+    const size_t rb = row_size(type, k).value();
+    std::vector<uint8_t> bytes(rb * n_exp * m);
+    for (int64_t r = 0; r < n_exp * m; ++r) quantize_row_reference(type, f.data() + r * k, bytes.data() + r * rb, k);
+    for (int64_t n : {1, 9}) {
+      std::vector<int32_t> ids;
+      for (int64_t i = 0; i < n; ++i) {
+        for (int32_t j = 0; j < top_k; ++j) ids.push_back(int32_t((i + 2 * j) % n_exp));
+      }
+      const auto x = random_floats(n * k, 62);
+      std::vector<float> got, want;
+      for (Backend* be : {cpu.get(), ref.get()}) {
+        Tensor idt = be->alloc(GgmlType::kI32, n, top_k).value();
+        be->write(idt, ids.data());
+        Tensor out = be == cpu.get() ? guarded(*be, n * top_k, m) : be->alloc(GgmlType::kF32, n * top_k, m).value();
+        be->moe_matmul(be->weight_from_host(type, n_exp * m, k, bytes).value(), n_exp, upload(*be, n, k, x), idt, out);
+        (be == cpu.get() ? got : want) = download(*be, out);
+        if (be == cpu.get()) EXPECT_TRUE(guard_intact(*be, out));
+      }
+      EXPECT_LE(nmse(got, want), 5e-4) << ggml_type_name(uint32_t(type)) << " n=" << n;  // Q8 activations
+    }
   }
 }
 
