@@ -391,13 +391,16 @@ TEST_P(BackendOpsTest, MoeRouteTopK) {
 
 // The expert-indexed product over every weight type: activations shared by a token's pairs or
 // one per pair, tokens routed so that some experts get several pairs, one or none; expert
-// slices of whole 8-row panels (m = 24) and of odd ones (m = 13).
+// slices of whole 8-row panels (m = 24) and of odd ones (m = 13); on CUDA also whole 32-row
+// panel groups (m = 64: a single token's pairs run on the stack's panel copy).
 TEST_P(BackendOpsTest, MoeMatmulEveryType) {
   const int32_t n_exp = 6, top_k = 2;
+  std::vector<int64_t> ms = {24, 13};
+  if (bname() == "cuda") ms.push_back(64);
   for (GgmlType type : kWeightTypes) {
     const int64_t k = is_float(type) ? 40 : block_of(type) == 32 ? 96 : 256;
     const double budget = (is_float(type) || bname() != "cpu") ? 1e-9 : 5e-4;
-    for (int64_t m : {24, 13}) {
+    for (int64_t m : ms) {
       const auto bytes = quantized(type, n_exp * m, k, 31);
       for (int64_t n : {1, 3, 17}) {
         const auto ids = random_routes(n, top_k, n_exp, uint32_t(40 + n));

@@ -16,6 +16,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -43,7 +44,7 @@ namespace {
 #define CUDA_LAUNCHED() CUDA_OK(cudaGetLastError())
 
 // Error bits the kernels set in the device flag (reported at synchronize).
-constexpr int kErrIds = 1, kErrSlots = 2, kErrBlockTable = 4, kErrSeq = 8;
+constexpr int kErrIds = 1, kErrSlots = 2, kErrBlockTable = 4, kErrSeq = 8, kErrExperts = 16;
 
 constexpr int kF32 = int(GgmlType::kF32), kF16 = int(GgmlType::kF16), kBF16 = int(GgmlType::kBF16),
               kQ4_0 = int(GgmlType::kQ4_0), kQ4_1 = int(GgmlType::kQ4_1), kQ5_0 = int(GgmlType::kQ5_0),
@@ -195,22 +196,14 @@ __global__ void get_rows_kernel(const uint8_t* __restrict__ table, size_t t_stri
 
 constexpr int kMatvecThreads = 256, kMatvecRowsPerBlock = 32;
 
-// out[m] = sum_k w[m, k] x[k]. x is staged in shared memory when `smem` (k floats).
+// out[r] = sum_k w[r, k] x[k] for rows [r_begin, r_end) (at most kMatvecRowsPerBlock): warp w takes
+// rows r_begin + w, r_begin + w + 8, ...; lane l elements 32c + l. x in shared or global memory.
 template <int T>
-__global__ void __launch_bounds__(kMatvecThreads) matvec_kernel(const uint8_t* __restrict__ w, size_t w_stride,
-                                                                const float* __restrict__ x, float* __restrict__ out,
-                                                                int64_t m, int64_t k, bool smem) {
-  extern __shared__ float xs[];
-  const float* xv = x;
-  if (smem) {
-    for (int64_t i = threadIdx.x; i < k; i += blockDim.x) xs[i] = x[i];
-    __syncthreads();
-    xv = xs;
-  }
+__device__ __forceinline__ void matvec_rows(const uint8_t* __restrict__ w, size_t w_stride, const float* xv,
+                                            float* __restrict__ out, int64_t r_begin, int64_t r_end, int64_t k) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t n_chunks = (k + 31) / 32;
-  const int64_t row_end = min(m, int64_t(blockIdx.x + 1) * kMatvecRowsPerBlock);
-  for (int64_t r = int64_t(blockIdx.x) * kMatvecRowsPerBlock + warp; r < row_end; r += kMatvecThreads / 32) {
+  for (int64_t r = r_begin + warp; r < r_end; r += kMatvecThreads / 32) {
     const uint8_t* wr = w + size_t(r) * w_stride;
     float acc0 = 0.f, acc1 = 0.f, acc2 = 0.f, acc3 = 0.f;
     int64_t c = 0;
@@ -231,6 +224,22 @@ __global__ void __launch_bounds__(kMatvecThreads) matvec_kernel(const uint8_t* _
     const float s = warp_sum((acc0 + acc1) + (acc2 + acc3));
     if (lane == 0) out[r] = s;
   }
+}
+
+// out[m] = sum_k w[m, k] x[k]. x is staged in shared memory when `smem` (k floats).
+template <int T>
+__global__ void __launch_bounds__(kMatvecThreads) matvec_kernel(const uint8_t* __restrict__ w, size_t w_stride,
+                                                                const float* __restrict__ x, float* __restrict__ out,
+                                                                int64_t m, int64_t k, bool smem) {
+  extern __shared__ float xs[];
+  const float* xv = x;
+  if (smem) {
+    for (int64_t i = threadIdx.x; i < k; i += blockDim.x) xs[i] = x[i];
+    __syncthreads();
+    xv = xs;
+  }
+  const int64_t row_end = min(m, int64_t(blockIdx.x + 1) * kMatvecRowsPerBlock);
+  matvec_rows<T>(w, w_stride, xv, out, int64_t(blockIdx.x) * kMatvecRowsPerBlock, row_end, k);
 }
 
 constexpr int kMultiRows = 8;  // activation rows of one matvec_multi_kernel at most
@@ -775,12 +784,12 @@ __device__ __forceinline__ float panel_unit_dot(const uint4 (&q)[PanelFmt<T>::CH
 
 // out[r] = sum_k w[r, k] x[k] on panels: block g = rows 32g..32g+31, warp w the units
 // [n_units * w / 8, n_units * (w + 1) / 8). Shared memory: x (n_units * E floats, zero past k),
-// for Q4_K the sums of each 32 elements of x, then the warps' partial sums.
+// for Q4_K the sums of each 32 elements of x, then the warps' partial sums. This is the body for
+// one panel group: `group` its first unit, `out` its first row, `rows` of them valid.
 template <int T>
-__global__ void __launch_bounds__(kPanelThreads) panel_matvec_kernel(const uint8_t* __restrict__ panel,
-                                                                     const float* __restrict__ x,
-                                                                     float* __restrict__ out, int64_t m, int64_t k,
-                                                                     int64_t n_units) {
+__device__ __forceinline__ void panel_matvec_group(const uint8_t* __restrict__ group, const float* __restrict__ x,
+                                                   float* __restrict__ out, int64_t rows, int64_t k,
+                                                   int64_t n_units) {
   using F = PanelFmt<T>;
   constexpr size_t UB = panel_unit_bytes<T>();
   extern __shared__ float4 panel_smem[];
@@ -801,7 +810,7 @@ __global__ void __launch_bounds__(kPanelThreads) panel_matvec_kernel(const uint8
     for (int64_t e = u0 * F::E + lane; e < u1 * F::E; e += 32) xs[e] = e < k ? x[e] : 0.f;
   }
   __syncwarp();
-  const uint8_t* base = panel + size_t(blockIdx.x) * size_t(n_units) * UB + 16 * lane;
+  const uint8_t* base = group + 16 * lane;
   float acc = 0.f;
   for (int64_t u = u0; u < u1; u += F::U) {
     uint4 q[F::U][F::CH];
@@ -830,9 +839,18 @@ __global__ void __launch_bounds__(kPanelThreads) panel_matvec_kernel(const uint8
     float s = 0.f;
 #pragma unroll
     for (int w = 0; w < kPanelWarps; ++w) s += red[w * 32 + lane];
-    const int64_t r = int64_t(blockIdx.x) * 32 + lane;
-    if (r < m) out[r] = s;
+    if (lane < rows) out[lane] = s;
   }
+}
+
+template <int T>
+__global__ void __launch_bounds__(kPanelThreads) panel_matvec_kernel(const uint8_t* __restrict__ panel,
+                                                                     const float* __restrict__ x,
+                                                                     float* __restrict__ out, int64_t m, int64_t k,
+                                                                     int64_t n_units) {
+  const int64_t r0 = int64_t(blockIdx.x) * 32;
+  panel_matvec_group<T>(panel + size_t(blockIdx.x) * size_t(n_units) * panel_unit_bytes<T>(), x, out + r0, m - r0, k,
+                        n_units);
 }
 
 template <int T>
@@ -1046,6 +1064,256 @@ bool has_panel_format(GgmlType t) {
       ONEBIT_CHECK_MSG(false, "cuda backend: no panel format for this type"); \
   }
 
+// ---- mixture of experts ----
+
+// Router: one warp per token row (kRouteWarps rows per block). Float softmax into shared memory,
+// then top_k rounds of a warp argmax (the lower index wins ties; a chosen expert becomes -inf),
+// the weights renormalized by their float sum (in order) when asked.
+constexpr int kRouteWarps = 4;
+
+__global__ void __launch_bounds__(kRouteWarps * 32) moe_route_kernel(const float* __restrict__ logits, size_t l_stride,
+                                                                     int64_t n, int n_exp, int top_k, bool normalize,
+                                                                     int32_t* __restrict__ ids, size_t i_stride,
+                                                                     float* __restrict__ weights, size_t w_stride) {
+  extern __shared__ float route_p[];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t i = int64_t(blockIdx.x) * kRouteWarps + warp;
+  if (i >= n) return;  // no block-wide barrier below
+  float* p = route_p + warp * n_exp;
+  const float* l = logits + size_t(i) * l_stride;
+  float mx = -INFINITY;
+  for (int c = lane; c < n_exp; c += 32) mx = fmaxf(mx, l[c]);
+  for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+  float s = 0.f;
+  for (int c = lane; c < n_exp; c += 32) {
+    const float v = expf(l[c] - mx);
+    p[c] = v;
+    s += v;
+  }
+  s = warp_sum(s);
+  for (int c = lane; c < n_exp; c += 32) p[c] = p[c] / s;  // each lane its own entries
+  __syncwarp();
+  int32_t* id = ids + size_t(i) * i_stride;
+  float* wt = weights + size_t(i) * w_stride;
+  float sum = 0.f;
+  for (int j = 0; j < top_k; ++j) {
+    float bv = -INFINITY;
+    int bi = INT_MAX;
+    for (int c = lane; c < n_exp; c += 32) {
+      const float v = p[c];
+      if (v > bv || (v == bv && c < bi)) {
+        bv = v;
+        bi = c;
+      }
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+      const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+      const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+      if (ov > bv || (ov == bv && oi < bi)) {
+        bv = ov;
+        bi = oi;
+      }
+    }
+    if (bi >= n_exp) bi = 0;  // only when every p is NaN: an id in range all the same
+    if (lane == 0) {
+      id[j] = bi;
+      wt[j] = bv;
+      sum += bv;
+    }
+    if (lane == (bi & 31)) p[bi] = -INFINITY;
+    __syncwarp();
+  }
+  if (normalize && lane == 0) {
+    for (int j = 0; j < top_k; ++j) wt[j] = wt[j] / sum;
+  }
+}
+
+struct MoeArgs {
+  const uint8_t* w;  // the stack: expert e's rows start at w + e * m * w_stride
+  size_t w_stride;
+  int64_t m, k;
+  int32_t n_experts;
+  const float* x;
+  size_t x_stride;  // floats
+  bool shared_x;    // x row of pair p: p / top_k when shared, else p
+  const int32_t* ids;
+  size_t ids_stride;  // ints
+  int32_t top_k;
+  int64_t pairs;
+  float* out;
+  size_t o_stride;  // floats
+  int batch;        // grouped kernel: pairs per pass (<= kMoeBatch)
+  bool smem_x;      // x rows staged in shared memory
+  int* err;
+};
+
+__device__ __forceinline__ int32_t moe_id(const MoeArgs& a, int64_t p) {
+  return a.ids[size_t(p / a.top_k) * a.ids_stride + size_t(p % a.top_k)];
+}
+__device__ __forceinline__ const float* moe_x(const MoeArgs& a, int64_t p) {
+  return a.x + size_t(a.shared_x ? p / a.top_k : p) * a.x_stride;
+}
+
+// A pair whose id is outside the stack: its rows [r0, r1) of out become 0 and the error bit is set
+// (reported as a CHECK failure at synchronize).
+__device__ __forceinline__ void moe_bad_pair(const MoeArgs& a, int64_t p, int64_t r0, int64_t r1, bool flag) {
+  if (flag) atomicOr(a.err, kErrExperts);
+  for (int64_t r = r0 + threadIdx.x; r < r1; r += blockDim.x) a.out[size_t(p) * a.o_stride + r] = 0.f;
+}
+
+// Decode: one block per (32-row chunk, pair), the matvec of the pair's expert rows (row dequant).
+template <int T>
+__global__ void __launch_bounds__(kMatvecThreads) moe_matvec_kernel(MoeArgs a) {
+  extern __shared__ float moe_xs[];
+  const int64_t p = blockIdx.y;
+  const int64_t r0 = int64_t(blockIdx.x) * kMatvecRowsPerBlock, r1 = min(a.m, r0 + kMatvecRowsPerBlock);
+  const int32_t e = moe_id(a, p);
+  if (e < 0 || e >= a.n_experts) return moe_bad_pair(a, p, r0, r1, blockIdx.x == 0 && threadIdx.x == 0);
+  const float* x = moe_x(a, p);
+  const float* xv = x;
+  if (a.smem_x) {
+    for (int64_t i = threadIdx.x; i < a.k; i += blockDim.x) moe_xs[i] = x[i];
+    __syncthreads();
+    xv = moe_xs;
+  }
+  matvec_rows<T>(a.w + size_t(e) * size_t(a.m) * a.w_stride, a.w_stride, xv, a.out + size_t(p) * a.o_stride, r0, r1,
+                 a.k);
+}
+
+// Decode on the stack's panel copy (m a multiple of 32, so expert e's rows are the panel groups
+// e * m / 32 ..): one block per (panel group of the expert, pair).
+template <int T>
+__global__ void __launch_bounds__(kPanelThreads) moe_panel_matvec_kernel(const uint8_t* __restrict__ panel,
+                                                                         int64_t n_units, MoeArgs a) {
+  const int64_t p = blockIdx.y, g = blockIdx.x, r0 = g * 32;
+  const int32_t e = moe_id(a, p);
+  if (e < 0 || e >= a.n_experts) return moe_bad_pair(a, p, r0, r0 + 32, g == 0 && threadIdx.x == 0);
+  const int64_t group = int64_t(e) * (a.m / 32) + g;
+  panel_matvec_group<T>(panel + size_t(group) * size_t(n_units) * panel_unit_bytes<T>(), moe_x(a, p),
+                        a.out + size_t(p) * a.o_stride + r0, 32, a.k, n_units);
+}
+
+constexpr int kMoeBatch = kMultiRows;  // pairs of one expert per pass of the grouped kernel
+
+// One pass of the grouped kernel: the nb (<= kMoeBatch) pairs `list` of this block's expert, rows
+// [r0, r1) of its weights `we`, each weight element dequantized once for all nb pairs.
+template <int T>
+__device__ __forceinline__ void moe_batch(const MoeArgs& a, const uint8_t* __restrict__ we, const int32_t* list,
+                                          int nb, float* xs, int64_t r0, int64_t r1) {
+  __syncthreads();  // the previous pass is done with xs
+  int32_t pr[kMoeBatch];
+  const float* xp[kMoeBatch];
+#pragma unroll
+  for (int j = 0; j < kMoeBatch; ++j) {
+    pr[j] = j < nb ? list[j] : list[0];
+    xp[j] = moe_x(a, pr[j]);
+  }
+  if (a.smem_x) {
+#pragma unroll
+    for (int j = 0; j < kMoeBatch; ++j) {
+      if (j < nb) {
+        for (int64_t i = threadIdx.x; i < a.k; i += blockDim.x) xs[j * a.k + i] = xp[j][i];
+      }
+      xp[j] = xs + j * a.k;
+    }
+    __syncthreads();
+  }
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int64_t r = r0 + warp; r < r1; r += kMatvecThreads / 32) {
+    const uint8_t* wr = we + size_t(r) * a.w_stride;
+    float acc[kMoeBatch] = {};
+    for (int64_t e = lane; e < a.k; e += 32) {
+      const float wv = deq<T>(wr, e);
+#pragma unroll
+      for (int j = 0; j < kMoeBatch; ++j)
+        if (j < nb) acc[j] += wv * xp[j][e];
+    }
+#pragma unroll
+    for (int j = 0; j < kMoeBatch; ++j) {
+      if (j >= nb) break;
+      const float s = warp_sum(acc[j]);
+      if (lane == 0) a.out[size_t(pr[j]) * a.o_stride + r] = s;
+    }
+  }
+}
+
+// Grouped by expert (several tokens): one block per (32-row chunk, expert). The block scans the
+// ids in order, collects its expert's pairs (a ballot compaction into shared memory) and runs them
+// kMoeBatch at a time (moe_batch), so each expert's rows are dequantized once per kMoeBatch pairs
+// and read from device memory about once per call. Experts with no pairs exit after the scan.
+// Blocks of expert 0 also zero the rows of pairs whose id is out of range and set the error bit.
+template <int T>
+__global__ void __launch_bounds__(kMatvecThreads) moe_grouped_kernel(MoeArgs a) {
+  extern __shared__ float moe_xs[];  // batch * k floats when a.smem_x
+  __shared__ int32_t list[kMoeBatch + kMatvecThreads];
+  __shared__ int warp_n[kMatvecThreads / 32];
+  const int32_t e = int32_t(blockIdx.y);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t r0 = int64_t(blockIdx.x) * kMatvecRowsPerBlock, r1 = min(a.m, r0 + kMatvecRowsPerBlock);
+  const uint8_t* we = a.w + size_t(e) * size_t(a.m) * a.w_stride;
+  int count = 0;  // pairs waiting in list (the same value in every thread)
+  for (int64_t base = 0; base < a.pairs; base += kMatvecThreads) {
+    const int64_t p = base + threadIdx.x;
+    bool match = false;
+    if (p < a.pairs) {
+      const int32_t id = moe_id(a, p);
+      match = id == e;
+      if (e == 0 && (id < 0 || id >= a.n_experts)) {
+        if (blockIdx.x == 0) atomicOr(a.err, kErrExperts);
+        for (int64_t r = r0; r < r1; ++r) a.out[size_t(p) * a.o_stride + r] = 0.f;
+      }
+    }
+    const unsigned ballot = __ballot_sync(0xffffffffu, match);
+    if (lane == 0) warp_n[warp] = __popc(ballot);
+    __syncthreads();
+    int before = 0, total = 0;
+#pragma unroll
+    for (int w = 0; w < kMatvecThreads / 32; ++w) {
+      before += w < warp ? warp_n[w] : 0;
+      total += warp_n[w];
+    }
+    if (match) list[count + before + __popc(ballot & ((1u << lane) - 1u))] = int32_t(p);
+    count += total;
+    __syncthreads();
+    int head = 0;
+    for (; count - head >= a.batch; head += a.batch) moe_batch<T>(a, we, list + head, a.batch, moe_xs, r0, r1);
+    if (head > 0) {  // move the rest (fewer than batch) to the front
+      const int rest = count - head;
+      const int32_t v = threadIdx.x < rest ? list[head + threadIdx.x] : 0;
+      __syncthreads();
+      if (threadIdx.x < rest) list[threadIdx.x] = v;
+      __syncthreads();
+      count = rest;
+    }
+  }
+  if (count > 0) moe_batch<T>(a, we, list, count, moe_xs, r0, r1);
+}
+
+// out[i, :] = sum_j weights[i, j] * y[i * top_k + j, :], j in order.
+__global__ void moe_combine_kernel(const float* __restrict__ y, size_t y_stride, const float* __restrict__ w,
+                                   size_t w_stride, int top_k, float* __restrict__ out, size_t o_stride, int64_t n,
+                                   int64_t d) {
+  const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= n * d) return;
+  const int64_t i = idx / d, c = idx % d;
+  const float* wi = w + size_t(i) * w_stride;
+  const float* yi = y + size_t(i) * top_k * y_stride + c;
+  float acc = wi[0] * yi[0];
+  for (int j = 1; j < top_k; ++j) acc += wi[j] * yi[size_t(j) * y_stride];
+  out[size_t(i) * o_stride + c] = acc;
+}
+
+// out = x * sigmoid(g); g one value per row when row_gate. out may alias x (each element read,
+// then written, by one thread).
+__global__ void sigmoid_mul_kernel(const float* x, size_t x_stride, const float* __restrict__ g, size_t g_stride,
+                                   bool row_gate, float* out, size_t o_stride, int64_t n, int64_t d) {
+  const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= n * d) return;
+  const int64_t r = idx / d, c = idx % d;
+  const float gv = g[size_t(r) * g_stride + (row_gate ? 0 : c)];
+  out[size_t(r) * o_stride + c] = x[size_t(r) * x_stride + c] / (1.0f + expf(-gv));
+}
+
 __global__ void probe_kernel(int* p) {
   if (threadIdx.x == 0) *p = 0;
 }
@@ -1230,6 +1498,24 @@ class CudaBackend final : public Backend {
        v_pool, positions, seq_ids, block_tables, out, p);
   }
 
+  void moe_route(const Tensor& logits, bool normalize, const Tensor& ids, const Tensor& weights) override {
+    check_moe_route(logits, ids, weights);
+    op(kOpMoeRoute, [=, this] { moe_route_now(logits, normalize, ids, weights); }, logits, int(normalize), ids,
+       weights);
+  }
+  void moe_matmul(const Tensor& w, int32_t n_experts, const Tensor& x, const Tensor& ids, const Tensor& out) override {
+    check_moe_matmul(w, n_experts, x, ids, out);
+    op(kOpMoeMatmul, [=, this] { moe_matmul_now(w, n_experts, x, ids, out); }, w, int(n_experts), x, ids, out);
+  }
+  void moe_combine(const Tensor& y, const Tensor& weights, const Tensor& out) override {
+    check_moe_combine(y, weights, out);
+    op(kOpMoeCombine, [=, this] { moe_combine_now(y, weights, out); }, y, weights, out);
+  }
+  void sigmoid_mul(const Tensor& x, const Tensor& g, const Tensor& out) override {
+    check_sigmoid_mul(x, g, out);
+    op(kOpSigmoidMul, [=, this] { sigmoid_mul_now(x, g, out); }, x, g, out);
+  }
+
   void synchronize() override {
     run_step();
     CUDA_OK(cudaMemcpyAsync(host_err_, err_, sizeof(int), cudaMemcpyDeviceToHost, stream_));
@@ -1241,6 +1527,7 @@ class CudaBackend final : public Backend {
       if (e & kErrSlots) msg += " store_kv slot outside the pool;";
       if (e & kErrBlockTable) msg += " paged_attention block outside the pool;";
       if (e & kErrSeq) msg += " paged_attention sequence id or position outside the block tables;";
+      if (e & kErrExperts) msg += " moe_matmul expert id outside the stack;";
       ONEBIT_CHECK_MSG(e == 0, msg.c_str());
     }
     for (const HostRead& r : reads_) std::memcpy(r.dst, r.from, r.n);
@@ -1453,11 +1740,82 @@ class CudaBackend final : public Backend {
     CUDA_LAUNCHED();
   }
 
+  void moe_route_now(const Tensor& logits, bool normalize, const Tensor& ids, const Tensor& weights) {
+    const int64_t n = logits.n_rows;
+    const int n_exp = int(logits.n_cols), top_k = int(ids.n_cols);
+    if (n == 0) return;
+    const size_t shm = size_t(kRouteWarps) * size_t(n_exp) * sizeof(float);
+    ONEBIT_CHECK_MSG(shm <= 48 * 1024, "cuda backend: moe_route over more than 3072 experts");
+    moe_route_kernel<<<blocks_for(n, kRouteWarps), kRouteWarps * 32, shm, stream_>>>(
+        fptr(logits), fstride(logits), n, n_exp, top_k, normalize, reinterpret_cast<int32_t*>(dptr(ids)),
+        ids.row_stride_bytes / sizeof(int32_t), fptr(weights), fstride(weights));
+    CUDA_LAUNCHED();
+  }
+
+  // Few pairs (at most one per two experts: decode): a matvec per pair, on the stack's panel copy
+  // when it has one and m is whole panel groups, else on the rows. More pairs: grouped by expert
+  // on the device (moe_grouped_kernel), each expert's rows dequantized once per 8 of its pairs.
+  void moe_matmul_now(const Tensor& w, int32_t n_experts, const Tensor& x, const Tensor& ids, const Tensor& out) {
+    const int64_t m = w.n_rows / n_experts, k = w.n_cols, top_k = ids.n_cols, pairs = ids.n_rows * top_k;
+    if (pairs == 0 || m == 0) return;
+    MoeArgs a{};
+    a.w = dptr(w), a.w_stride = w.row_stride_bytes, a.m = m, a.k = k, a.n_experts = n_experts;
+    a.x = fptr(x), a.x_stride = fstride(x), a.shared_x = x.n_rows == ids.n_rows;
+    a.ids = iptr(ids), a.ids_stride = ids.row_stride_bytes / sizeof(int32_t), a.top_k = int32_t(top_k);
+    a.pairs = pairs, a.out = fptr(out), a.o_stride = fstride(out), a.err = err_;
+    const size_t x_bytes = size_t(std::max<int64_t>(k, 1)) * sizeof(float);
+    if (pairs * 2 <= n_experts) {
+      ONEBIT_CHECK(pairs <= 65535);
+      const CudaBuffer* b = static_cast<const CudaBuffer*>(w.buffer);
+      if (b->panel != nullptr && w.offset_bytes == 0 && w.n_rows == b->panel_rows && w.n_cols == b->panel_cols &&
+          m % 32 == 0) {
+        ONEBIT_CUDA_PANEL_SWITCH(w.type, {
+          const int64_t n_units = (k + PanelFmt<T>::E - 1) / PanelFmt<T>::E;
+          moe_panel_matvec_kernel<T><<<dim3(unsigned(m / 32), unsigned(pairs)), kPanelThreads,
+                                       panel_smem_bytes<T>(n_units), stream_>>>(b->panel, n_units, a);
+        });
+        CUDA_LAUNCHED();
+        return;
+      }
+      a.smem_x = x_bytes <= kMatvecSmemLimit;
+      const dim3 grid(blocks_for(m, kMatvecRowsPerBlock), unsigned(pairs));
+      ONEBIT_CUDA_TYPE_SWITCH(w.type, moe_matvec_kernel<T><<<grid, kMatvecThreads, a.smem_x ? x_bytes : 0, stream_>>>(a));
+      CUDA_LAUNCHED();
+      return;
+    }
+    ONEBIT_CHECK(n_experts <= 65535);
+    a.batch = int(std::min<size_t>(kMoeBatch, kMatvecSmemLimit / x_bytes));
+    a.smem_x = a.batch >= 1;
+    if (!a.smem_x) a.batch = kMoeBatch;  // rows too long for shared memory: x read from global memory
+    const size_t shm = a.smem_x ? size_t(a.batch) * x_bytes : 0;
+    const dim3 grid(blocks_for(m, kMatvecRowsPerBlock), unsigned(n_experts));
+    ONEBIT_CUDA_TYPE_SWITCH(w.type, moe_grouped_kernel<T><<<grid, kMatvecThreads, shm, stream_>>>(a));
+    CUDA_LAUNCHED();
+  }
+
+  void moe_combine_now(const Tensor& y, const Tensor& weights, const Tensor& out) {
+    const int64_t n = out.n_rows, d = out.n_cols;
+    if (n * d == 0) return;
+    moe_combine_kernel<<<blocks_for(n * d, 256), 256, 0, stream_>>>(fptr(y), fstride(y), fptr(weights),
+                                                                    fstride(weights), int(weights.n_cols), fptr(out),
+                                                                    fstride(out), n, d);
+    CUDA_LAUNCHED();
+  }
+
+  void sigmoid_mul_now(const Tensor& x, const Tensor& g, const Tensor& out) {
+    const int64_t n = x.n_rows, d = x.n_cols;
+    if (n * d == 0) return;
+    sigmoid_mul_kernel<<<blocks_for(n * d, 256), 256, 0, stream_>>>(fptr(x), fstride(x), fptr(g), fstride(g),
+                                                                    g.n_cols == 1 && d != 1, fptr(out), fstride(out),
+                                                                    n, d);
+    CUDA_LAUNCHED();
+  }
+
  private:
   // ---- deferred steps and CUDA graphs ----
   enum OpTag : uint64_t {
     kOpWrite = 1, kOpRead, kOpGetRows, kOpRmsNorm, kOpMatmul, kOpAdd, kOpSwiglu, kOpSoftmax, kOpCopy, kOpStoreKv,
-    kOpRope, kOpAttention, kOpPagedAttention
+    kOpRope, kOpAttention, kOpPagedAttention, kOpMoeRoute, kOpMoeMatmul, kOpMoeCombine, kOpSigmoidMul
   };
   static constexpr size_t kNoStage = ~size_t(0);
   static constexpr size_t kPinnedBytes = size_t(32) << 20;  // staging of one step's writes and reads
@@ -1584,12 +1942,19 @@ class CudaBackend final : public Backend {
                                      cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMatvecSmemLimit)));
         CUDA_OK(cudaFuncSetAttribute(reinterpret_cast<const void*>(&matvec_multi_kernel<T>),
                                      cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMatvecSmemLimit)));
+        CUDA_OK(cudaFuncSetAttribute(reinterpret_cast<const void*>(&moe_matvec_kernel<T>),
+                                     cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMatvecSmemLimit)));
+        // the grouped kernel's static shared memory (the pair list) comes on top of x
+        CUDA_OK(cudaFuncSetAttribute(reinterpret_cast<const void*>(&moe_grouped_kernel<T>),
+                                     cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMatvecSmemLimit)));
       });
       smem_attr_set_[t & 31] = multi_smem_set_[t & 31] = true;
     }
     for (int t : {kF16, kQ4_0, kQ8_0, kQ4_K, kQ6_K}) {
       ONEBIT_CUDA_PANEL_SWITCH(t, {
         CUDA_OK(cudaFuncSetAttribute(reinterpret_cast<const void*>(&panel_matvec_kernel<T>),
+                                     cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMatvecSmemLimit)));
+        CUDA_OK(cudaFuncSetAttribute(reinterpret_cast<const void*>(&moe_panel_matvec_kernel<T>),
                                      cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMatvecSmemLimit)));
         if (const void* dk = panel_dig_kernel_ptr<T>(); dk != nullptr) {
           CUDA_OK(cudaFuncSetAttribute(dk, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMatvecSmemLimit)));
