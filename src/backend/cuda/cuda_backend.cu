@@ -12,6 +12,11 @@
 // 4 x 4 outputs per thread.
 // Attention: one block of 8 warps per (query row, head), each warp an online softmax over every
 // 8th key, merged at the end. RoPE angles in double in the kernel, as RopeAngles computes them.
+// Mixture of experts: the router a warp per token (float softmax, top-k by repeated argmax);
+// moe_matmul reads the expert ids on the device (no host sync: it stays inside a step's graph):
+// few pairs (decode) a matvec per routed pair, more pairs grouped by expert in the kernel (a block
+// per row chunk and expert collects its pairs from the ids), each on the stack's panel copy when
+// the expert's rows are whole 32-row panel groups, else on the rows (row dequant: much slower).
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -1237,20 +1242,15 @@ __device__ __forceinline__ void moe_batch(const MoeArgs& a, const uint8_t* __res
   }
 }
 
-// Grouped by expert (several tokens): one block per (32-row chunk, expert). The block scans the
-// ids in order, collects its expert's pairs (a ballot compaction into shared memory) and runs them
-// kMoeBatch at a time (moe_batch), so each expert's rows are dequantized once per kMoeBatch pairs
-// and read from device memory about once per call. Experts with no pairs exit after the scan.
-// Blocks of expert 0 also zero the rows of pairs whose id is out of range and set the error bit.
-template <int T>
-__global__ void __launch_bounds__(kMatvecThreads) moe_grouped_kernel(MoeArgs a) {
-  extern __shared__ float moe_xs[];  // batch * k floats when a.smem_x
-  __shared__ int32_t list[kMoeBatch + kMatvecThreads];
-  __shared__ int warp_n[kMatvecThreads / 32];
-  const int32_t e = int32_t(blockIdx.y);
+// The grouped kernels' scan. A block of expert e reads the ids in order, collects e's pairs (a
+// ballot compaction into shared memory `list`, kMoeBatch + kMatvecThreads entries) and calls
+// run(pairs, nb) on them a.batch at a time, the rest (fewer) at the end; experts with no pairs
+// exit after the scan. Blocks of expert 0 also zero the rows [r0, r1) of pairs whose id is out of
+// range and set the error bit.
+template <class Run>
+__device__ __forceinline__ void moe_scan(const MoeArgs& a, int32_t e, int64_t r0, int64_t r1, int32_t* list,
+                                         int* warp_n, Run&& run) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t r0 = int64_t(blockIdx.x) * kMatvecRowsPerBlock, r1 = min(a.m, r0 + kMatvecRowsPerBlock);
-  const uint8_t* we = a.w + size_t(e) * size_t(a.m) * a.w_stride;
   int count = 0;  // pairs waiting in list (the same value in every thread)
   for (int64_t base = 0; base < a.pairs; base += kMatvecThreads) {
     const int64_t p = base + threadIdx.x;
@@ -1276,7 +1276,7 @@ __global__ void __launch_bounds__(kMatvecThreads) moe_grouped_kernel(MoeArgs a) 
     count += total;
     __syncthreads();
     int head = 0;
-    for (; count - head >= a.batch; head += a.batch) moe_batch<T>(a, we, list + head, a.batch, moe_xs, r0, r1);
+    for (; count - head >= a.batch; head += a.batch) run(list + head, a.batch);
     if (head > 0) {  // move the rest (fewer than batch) to the front
       const int rest = count - head;
       const int32_t v = threadIdx.x < rest ? list[head + threadIdx.x] : 0;
@@ -1286,7 +1286,113 @@ __global__ void __launch_bounds__(kMatvecThreads) moe_grouped_kernel(MoeArgs a) 
       count = rest;
     }
   }
-  if (count > 0) moe_batch<T>(a, we, list, count, moe_xs, r0, r1);
+  if (count > 0) run(list, count);
+}
+
+// Grouped by expert (several tokens), on the rows: one block per (32-row chunk, expert), each
+// pass (moe_batch) dequantizing the expert's rows once for up to kMoeBatch pairs; the rows come
+// from device memory about once per call (the later passes find them in cache).
+template <int T>
+__global__ void __launch_bounds__(kMatvecThreads) moe_grouped_kernel(MoeArgs a) {
+  extern __shared__ float moe_xs[];  // batch * k floats when a.smem_x
+  __shared__ int32_t list[kMoeBatch + kMatvecThreads];
+  __shared__ int warp_n[kMatvecThreads / 32];
+  const int32_t e = int32_t(blockIdx.y);
+  const int64_t r0 = int64_t(blockIdx.x) * kMatvecRowsPerBlock, r1 = min(a.m, r0 + kMatvecRowsPerBlock);
+  const uint8_t* we = a.w + size_t(e) * size_t(a.m) * a.w_stride;
+  moe_scan(a, e, r0, r1, list, warp_n,
+           [&](const int32_t* pairs, int nb) { moe_batch<T>(a, we, pairs, nb, moe_xs, r0, r1); });
+}
+
+// Grouped by expert on the stack's panel copy (m whole 32-row groups): one block per (panel group
+// of an expert, expert). A pass takes up to a.batch (<= kMoeBatch) pairs: each warp stages its
+// units' part of their x rows (as panel_matvec_group does for one), loads each unit of its 32 rows
+// once and dots it with every pair's x, accumulating into the shared partial sums.
+// Shared memory: x (a.batch * n_units * E floats), for Q4_K the 32-element sums (a.batch *
+// n_units * 8), the partial sums (kPanelWarps * kMoeBatch * 32).
+template <int T>
+__global__ void __launch_bounds__(kPanelThreads) moe_panel_grouped_kernel(const uint8_t* __restrict__ panel,
+                                                                          int64_t n_units, MoeArgs a) {
+  using F = PanelFmt<T>;
+  constexpr size_t UB = panel_unit_bytes<T>();
+  extern __shared__ float4 moe_panel_smem[];
+  __shared__ int32_t list[kMoeBatch + kMatvecThreads];
+  __shared__ int warp_n[kMatvecThreads / 32];
+  static_assert(kPanelThreads == kMatvecThreads, "one scan for both grouped kernels");
+  const int32_t e = int32_t(blockIdx.y);
+  const int64_t g = blockIdx.x, r0 = g * 32;
+  const int64_t xlen = n_units * F::E, slen = T == kQ4_K ? n_units * 8 : 0;
+  float* xs = reinterpret_cast<float*>(moe_panel_smem);
+  float* xsum = xs + a.batch * xlen;
+  float* red = xsum + a.batch * slen;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t u0 = n_units * warp / kPanelWarps, u1 = n_units * (warp + 1) / kPanelWarps;
+  const uint8_t* base = panel + size_t(int64_t(e) * (a.m / 32) + g) * size_t(n_units) * UB + 16 * lane;
+  moe_scan(a, e, r0, r0 + 32, list, warp_n, [&](const int32_t* pairs, int nb) {
+    __syncthreads();  // the previous pass is done with xs and red
+    for (int j = 0; j < nb; ++j) {
+      const float* x = moe_x(a, pairs[j]);
+      float* xj = xs + j * xlen;
+      if constexpr (T == kQ4_K) {
+        for (int64_t c = u0 * 8; c < u1 * 8; ++c) {
+          const int64_t el = c * 32 + lane;
+          const float v = x[el];  // Q4_K rows are whole super-blocks
+          xj[el] = v;
+          const float s = warp_sum(v);
+          if (lane == 0) xsum[j * slen + c] = s;
+        }
+      } else {
+        for (int64_t el = u0 * F::E + lane; el < u1 * F::E; el += 32) xj[el] = el < a.k ? x[el] : 0.f;
+      }
+      red[(warp * kMoeBatch + j) * 32 + lane] = 0.f;
+    }
+    __syncwarp();
+    for (int64_t u = u0; u < u1; u += F::U) {
+      uint4 q[F::U][F::CH];
+      uint32_t tail[F::U];
+#pragma unroll
+      for (int i = 0; i < F::U; ++i) {
+        if (u + i < u1) {
+          const uint8_t* ub = base + size_t(u + i) * UB;
+#pragma unroll
+          for (int c = 0; c < F::CH; ++c) q[i][c] = __ldg(reinterpret_cast<const uint4*>(ub + 512 * c));
+          if constexpr (F::TAIL) {
+            tail[i] = __ldg(reinterpret_cast<const uint16_t*>(ub - 16 * lane + 512 * F::CH + 2 * lane));
+          } else {
+            tail[i] = 0;
+          }
+        }
+      }
+#pragma unroll 1
+      for (int j = 0; j < nb; ++j) {
+        if constexpr (T == kQ6_K) {
+          // Keeps the compiler from decoding the unit once for all pairs (hoisted out of this
+          // loop, the decoded values spill: 255 registers).
+#pragma unroll
+          for (int c = 0; c < F::CH; ++c) {
+            asm volatile("" : "+r"(q[0][c].x), "+r"(q[0][c].y), "+r"(q[0][c].z), "+r"(q[0][c].w));
+          }
+        }
+        float acc = 0.f;
+#pragma unroll
+        for (int i = 0; i < F::U; ++i) {
+          if (u + i < u1) {
+            acc += panel_unit_dot<T>(q[i], tail[i], xs + j * xlen + (u + i) * F::E, xsum + j * slen + (u + i) * 8);
+          }
+        }
+        red[(warp * kMoeBatch + j) * 32 + lane] += acc;
+      }
+    }
+    __syncthreads();
+    if (warp == 0) {
+      for (int j = 0; j < nb; ++j) {
+        float s = 0.f;
+#pragma unroll
+        for (int w = 0; w < kPanelWarps; ++w) s += red[(w * kMoeBatch + j) * 32 + lane];
+        a.out[size_t(pairs[j]) * a.o_stride + r0 + lane] = s;
+      }
+    }
+  });
 }
 
 // out[i, :] = sum_j weights[i, j] * y[i * top_k + j, :], j in order.
@@ -1752,9 +1858,10 @@ class CudaBackend final : public Backend {
     CUDA_LAUNCHED();
   }
 
-  // Few pairs (at most one per two experts: decode): a matvec per pair, on the stack's panel copy
-  // when it has one and m is whole panel groups, else on the rows. More pairs: grouped by expert
-  // on the device (moe_grouped_kernel), each expert's rows dequantized once per 8 of its pairs.
+  // On the stack's panel copy when it has one and m is whole 32-row groups, else on the rows. Few
+  // pairs (at most one per two experts: decode): a matvec per pair. More: grouped by expert on the
+  // device (one block per row chunk and expert), each expert's weights loaded once per 8 of its
+  // pairs (from device memory about once per call).
   void moe_matmul_now(const Tensor& w, int32_t n_experts, const Tensor& x, const Tensor& ids, const Tensor& out) {
     const int64_t m = w.n_rows / n_experts, k = w.n_cols, top_k = ids.n_cols, pairs = ids.n_rows * top_k;
     if (pairs == 0 || m == 0) return;
@@ -1764,19 +1871,31 @@ class CudaBackend final : public Backend {
     a.ids = iptr(ids), a.ids_stride = ids.row_stride_bytes / sizeof(int32_t), a.top_k = int32_t(top_k);
     a.pairs = pairs, a.out = fptr(out), a.o_stride = fstride(out), a.err = err_;
     const size_t x_bytes = size_t(std::max<int64_t>(k, 1)) * sizeof(float);
-    if (pairs * 2 <= n_experts) {
-      ONEBIT_CHECK(pairs <= 65535);
-      const CudaBuffer* b = static_cast<const CudaBuffer*>(w.buffer);
-      if (b->panel != nullptr && w.offset_bytes == 0 && w.n_rows == b->panel_rows && w.n_cols == b->panel_cols &&
-          m % 32 == 0) {
-        ONEBIT_CUDA_PANEL_SWITCH(w.type, {
-          const int64_t n_units = (k + PanelFmt<T>::E - 1) / PanelFmt<T>::E;
+    const CudaBuffer* b = static_cast<const CudaBuffer*>(w.buffer);
+    if (b->panel != nullptr && w.offset_bytes == 0 && w.n_rows == b->panel_rows && w.n_cols == b->panel_cols &&
+        m % 32 == 0) {
+      ONEBIT_CUDA_PANEL_SWITCH(w.type, {
+        using F = PanelFmt<T>;
+        const int64_t n_units = (k + F::E - 1) / F::E;
+        const size_t pair_bytes = size_t(n_units) * (F::E + (T == kQ4_K ? 8 : 0)) * sizeof(float);
+        const size_t red_bytes = size_t(kPanelWarps) * kMoeBatch * 32 * sizeof(float);
+        const size_t fit = kMatvecSmemLimit > red_bytes ? (kMatvecSmemLimit - red_bytes) / pair_bytes : 0;
+        if (pairs * 2 > n_experts && fit >= 1) {
+          a.batch = int(std::min<size_t>(kMoeBatch, fit));
+          const dim3 grid(unsigned(m / 32), unsigned(n_experts));
+          moe_panel_grouped_kernel<T><<<grid, kPanelThreads, size_t(a.batch) * pair_bytes + red_bytes, stream_>>>(
+              b->panel, n_units, a);
+        } else {
+          ONEBIT_CHECK(pairs <= 65535);
           moe_panel_matvec_kernel<T><<<dim3(unsigned(m / 32), unsigned(pairs)), kPanelThreads,
                                        panel_smem_bytes<T>(n_units), stream_>>>(b->panel, n_units, a);
-        });
-        CUDA_LAUNCHED();
-        return;
-      }
+        }
+      });
+      CUDA_LAUNCHED();
+      return;
+    }
+    if (pairs * 2 <= n_experts) {
+      ONEBIT_CHECK(pairs <= 65535);
       a.smem_x = x_bytes <= kMatvecSmemLimit;
       const dim3 grid(blocks_for(m, kMatvecRowsPerBlock), unsigned(pairs));
       ONEBIT_CUDA_TYPE_SWITCH(w.type, moe_matvec_kernel<T><<<grid, kMatvecThreads, a.smem_x ? x_bytes : 0, stream_>>>(a));
@@ -1955,6 +2074,8 @@ class CudaBackend final : public Backend {
         CUDA_OK(cudaFuncSetAttribute(reinterpret_cast<const void*>(&panel_matvec_kernel<T>),
                                      cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMatvecSmemLimit)));
         CUDA_OK(cudaFuncSetAttribute(reinterpret_cast<const void*>(&moe_panel_matvec_kernel<T>),
+                                     cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMatvecSmemLimit)));
+        CUDA_OK(cudaFuncSetAttribute(reinterpret_cast<const void*>(&moe_panel_grouped_kernel<T>),
                                      cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMatvecSmemLimit)));
         if (const void* dk = panel_dig_kernel_ptr<T>(); dk != nullptr) {
           CUDA_OK(cudaFuncSetAttribute(dk, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMatvecSmemLimit)));
