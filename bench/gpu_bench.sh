@@ -8,7 +8,9 @@
 # Vocabularies: $ONEBIT_VOCAB_DIR (default .cudahelper/vocab, else ../shared/testdata/vocab) with
 # ggml-vocab-llama-spm.gguf (TinyLlama) and llama3.gguf (Llama 3: `1bit convert --vocab-only
 # ../shared/testdata/tokenizers/llama3/tokenizer.json llama3.gguf`).
-# ONEBIT_BENCH_MODELS="tinyllama llama3-8b" and ONEBIT_BENCH_TYPES="F16 Q8_0 Q4_0 Q4_K_M" pick rows;
+# ONEBIT_BENCH_MODELS="tinyllama llama3-8b" (the default; "qwen3moe" adds the 4-layer
+# Qwen3-30B-A3B-shaped mixture of experts, with qwen3.gguf: `1bit convert --vocab-only
+# ../shared/testdata/tokenizers/qwen3 qwen3.gguf`) and ONEBIT_BENCH_TYPES="F16 Q8_0 Q4_0 Q4_K_M" pick rows;
 # ONEBIT_BENCH_MAKE_ONLY=1 makes the models and stops. ONEBIT_BENCH_COMPARE="nographs dp4a baseline"
 # adds decode rows per model (no pp) with ONEBIT_CUDA_GRAPHS=0 (op by op launches), with
 # ONEBIT_CUDA_DP4A=1 ("dp4a": the panels' integer path for Q4_0 / Q8_0 / Q4_K) and with
@@ -45,6 +47,7 @@ for m in $models; do
   case $m in
     tinyllama) make_models tinyllama "$here/tinyllama-1.1b.config.json" "$vocab_dir/ggml-vocab-llama-spm.gguf" ;;
     llama3-8b) make_models llama3-8b "$here/llama3-8b.config.json" "$vocab_dir/llama3.gguf" ;;
+    qwen3moe) make_models qwen3moe "$here/qwen3-30b-a3b-4l.config.json" "$vocab_dir/qwen3.gguf" ;;
     *) echo "unknown model $m" >&2; exit 2 ;;
   esac
 done

@@ -219,9 +219,23 @@ Status write_random_model(const RandomModelOptions& o) {
     }
     ts.push_back(Spec(p + "attn_output.weight", mt, s.hidden, q_dim, sd, 0, ++seed));
     ts.push_back(Spec(p + "ffn_norm.weight", GgmlType::kF32, 1, s.hidden, 0, 1, ++seed));
-    ts.push_back(Spec(p + "ffn_gate.weight", mt, s.ffn, s.hidden, sd, 0, ++seed));
-    ts.push_back(Spec(p + "ffn_up.weight", mt, s.ffn, s.hidden, sd, 0, ++seed));
-    ts.push_back(Spec(p + "ffn_down.weight", mt, s.hidden, s.ffn, sd, 0, ++seed));
+    if (s.n_experts == 0) {
+      ts.push_back(Spec(p + "ffn_gate.weight", mt, s.ffn, s.hidden, sd, 0, ++seed));
+      ts.push_back(Spec(p + "ffn_up.weight", mt, s.ffn, s.hidden, sd, 0, ++seed));
+      ts.push_back(Spec(p + "ffn_down.weight", mt, s.hidden, s.ffn, sd, 0, ++seed));
+      continue;
+    }
+    const int64_t e = s.n_experts, f = s.expert_ffn;
+    ts.push_back(Spec(p + "ffn_gate_inp.weight", GgmlType::kF32, e, s.hidden, sd, 0, ++seed));
+    ts.push_back(Spec(p + "ffn_gate_exps.weight", mt, f, s.hidden, sd, 0, ++seed, e));
+    ts.push_back(Spec(p + "ffn_up_exps.weight", mt, f, s.hidden, sd, 0, ++seed, e));
+    ts.push_back(Spec(p + "ffn_down_exps.weight", mt, s.hidden, f, sd, 0, ++seed, e));
+    if (s.shared_ffn > 0) {
+      ts.push_back(Spec(p + "ffn_gate_inp_shexp.weight", GgmlType::kF32, 1, s.hidden, sd, 0, ++seed));
+      ts.push_back(Spec(p + "ffn_gate_shexp.weight", mt, s.shared_ffn, s.hidden, sd, 0, ++seed));
+      ts.push_back(Spec(p + "ffn_up_shexp.weight", mt, s.shared_ffn, s.hidden, sd, 0, ++seed));
+      ts.push_back(Spec(p + "ffn_down_shexp.weight", mt, s.hidden, s.shared_ffn, sd, 0, ++seed));
+    }
   }
   std::vector<OutTensor> out(ts.size());
   std::atomic<size_t> next{0};

@@ -1,6 +1,7 @@
 // write_random_model's optional output_init_std: only the output matrix (the embedding when tied)
 // changes std; without the key the weights are as before (N(0, init_std)); bad values are errors
-// that name the key. Tokenizer: stories260K's 512-token vocabulary.
+// that name the key; the mixture-of-experts types give stacked expert tensors the model loads and
+// runs. Tokenizer: stories260K's 512-token vocabulary.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -13,7 +14,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "backend/backend.h"
 #include "gguf/gguf_reader.h"
+#include "model/model.h"
 #include "model/random_model.h"
 #include "testdata.h"
 
@@ -98,4 +101,41 @@ TEST(RandomModel, BadOutputInitStdNamesTheKey) {
 }
 
 }  // namespace
+// qwen3_moe / qwen2_moe configs: routers, stacked experts ne = {cols, rows, n_experts}, the shared
+// expert of qwen2moe; the file loads (config and every shape checked) and a forward runs.
+TEST(RandomModel, MixtureOfExpertsTypesLoadAndRun) {
+  ONEBIT_REQUIRE_TESTDATA(kVocab);
+  for (const char* type : {"qwen3_moe", "qwen2_moe"}) {
+    const bool shared = std::string(type) == "qwen2_moe";
+    nlohmann::json extra = {{"model_type", type}, {"num_experts", 6}, {"num_experts_per_tok", 2},
+                            {"moe_intermediate_size", 32}, {"num_key_value_heads", 2}};
+    if (shared) extra["shared_expert_intermediate_size"] = 48;
+    ASSERT_EQ(make_model(type, extra), "") << type;
+    auto f = GgufFile::open(temp_path(std::string(type) + ".gguf"));
+    ASSERT_TRUE(f.ok()) << f.message();
+    const GgufTensorInfo* down = f->find_tensor("blk.0.ffn_down_exps.weight");
+    ASSERT_NE(down, nullptr) << type;
+    EXPECT_EQ(down->n_dims, 3u);
+    EXPECT_EQ(down->ne[0], 32u);
+    EXPECT_EQ(down->ne[1], 64u);
+    EXPECT_EQ(down->ne[2], 6u);
+    EXPECT_NE(f->find_tensor("blk.0.ffn_gate_inp.weight"), nullptr);
+    EXPECT_EQ(f->find_tensor("blk.0.ffn_gate.weight"), nullptr);
+    EXPECT_EQ(f->find_tensor("blk.0.ffn_gate_shexp.weight") != nullptr, shared) << type;
+    auto be = make_reference_backend();
+    auto m = Model::load(*f, *be);
+    ASSERT_TRUE(m.ok()) << m.message();
+    EXPECT_EQ((*m)->config().n_experts, 6);
+    EXPECT_EQ((*m)->config().shared_expert_ffn, shared ? 48 : 0);
+    auto kv = (*m)->new_kv_cache(8);
+    ASSERT_TRUE(kv.ok());
+    std::vector<float> logits;
+    ASSERT_TRUE((*m)->forward(*kv, std::vector<TokenId>{1, 2, 3}, false, logits).ok());
+    EXPECT_EQ(logits.size(), 512u);
+    for (float x : logits) ASSERT_TRUE(std::isfinite(x));
+    (*m)->free_kv_cache(*kv);
+    fs::remove(temp_path(std::string(type) + ".gguf"));
+  }
+}
+
 }  // namespace onebit
