@@ -1,9 +1,12 @@
-// Whole models on the CUDA backend against the CPU backend: models/onebit-20m-q8_0.gguf and
-// stories260K (../shared/testdata, or $ONEBIT_STORIES260K): logits of a short prompt close (max
+// Whole models on the CUDA backend against the CPU backend: models/onebit-20m-q8_0.gguf,
+// stories260K (../shared/testdata, or $ONEBIT_STORIES260K) and the tiny mixtures of experts
+// (tests/golden/model/tiny-qwen3moe, tiny-qwen2moe, converted to F16 here): logits of a short prompt close (max
 // abs difference printed) and 32 greedy tokens equal (to the reference backend's for the
 // quantized model, see compare_model); the decode speed is printed. Skips with the
 // reason when this build or machine has no usable CUDA backend, or a model file is absent.
 #include <gtest/gtest.h>
+
+#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
@@ -17,6 +20,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "engine/generate.h"
 #include "gguf/gguf_reader.h"
+#include "model/convert_hf.h"
 #include "model/model.h"
 #include "testdata.h"
 
@@ -103,6 +107,19 @@ TEST(CudaModel, Stories260KMatchesCpu) {
   const char* env = std::getenv("ONEBIT_STORIES260K");
   const std::string path = env != nullptr ? env : testing::testdata_path("models/stories260K.gguf");
   compare_model(path, {1, 403, 407, 261, 378}, 1e-8, /*greedy_vs_reference=*/false);
+}
+
+// Mixtures of experts (router, expert-indexed products, qwen2moe's gated shared expert), F16
+// weights: float summation order only; 32 greedy tokens against the reference backend.
+TEST(CudaModel, TinyMixturesOfExpertsMatchCpu) {
+  for (const std::string name : {"tiny-qwen3moe", "tiny-qwen2moe"}) {
+    const std::string out = (std::filesystem::temp_directory_path() /
+                             ("onebit_cuda_" + std::to_string(::getpid()) + "_" + name + ".gguf")).string();
+    auto conv = convert_hf({testing::source_path("tests/golden/model/" + name), out, GgmlType::kF16});
+    ASSERT_TRUE(conv.ok()) << conv.message();
+    compare_model(out, {3, 77, 8, 8, 120, 64, 31, 200, 11, 150, 2, 90}, 1e-8, /*greedy_vs_reference=*/true);
+    std::filesystem::remove(out);
+  }
 }
 
 }  // namespace
