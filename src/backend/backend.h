@@ -168,6 +168,28 @@ class Backend {
   // out = x * sigmoid(g) elementwise; g is [n, d] like x, or [n, 1] (one gate per row). out may
   // alias x.
   virtual void sigmoid_mul(const Tensor& x, const Tensor& g, const Tensor& out) = 0;
+
+  // --- recurrent layers (gated delta net); each sequence's state is one row of a state tensor ---
+  // The rows of a step belong to sequences (seq_ids I32 [1, n], indices into state_rows I32
+  // [1, n_seqs], which names each sequence's state row); a sequence's rows are in order and
+  // continue from its state. Rows of different sequences may interleave.
+  // Short causal convolution: per channel c, out[t, c] = act(sum over j < K of w[c, j] * xs[t + j,
+  // c]) where xs is the sequence's previous K - 1 inputs (its state) followed by its rows; act is
+  // SiLU when `silu`. x F32 [n, C]; w F32 [C, K]; states F32 [n_rows, (K - 1) * C] (oldest input
+  // first), updated to each sequence's last K - 1 inputs; out F32 [n, C] (does not alias x).
+  virtual void ssm_conv(const Tensor& x, const Tensor& w, const Tensor& seq_ids, const Tensor& state_rows,
+                        const Tensor& states, bool silu, const Tensor& out) = 0;
+  // Gated delta rule (Qwen3-Next's linear attention), per value head h of n_heads with key dim dk
+  // and value dim dv: g = A[h] * softplus(a[t, h] + dt_bias[h]), beta = sigmoid(b[t, h]); then
+  // S = exp(g) S; S += k_t (beta (v_t - S^T k_t))^T; o_t = S^T q_t, with S the sequence's state
+  // [dk, dv] of head h. q, k F32 [n, n_heads * dk] (as given: normalize and scale them first);
+  // v F32 [n, n_heads * dv]; a, b F32 [n, n_heads]; A, dt_bias F32 [1, n_heads]; states F32
+  // [n_rows, n_heads * dk * dv] (head-major, then dk rows of dv), updated; out F32 [n, n_heads *
+  // dv]. The token-by-token recurrence defines the result; a backend may compute long runs of a
+  // sequence in chunks (the same math, other rounding).
+  virtual void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a,
+                                const Tensor& b, const Tensor& A, const Tensor& dt_bias, const Tensor& seq_ids,
+                                const Tensor& state_rows, const Tensor& states, const Tensor& out) = 0;
 };
 
 // CHECKs of the shapes and types the MoE ops and sigmoid_mul take (every backend calls them; data,
@@ -176,6 +198,16 @@ void check_moe_route(const Tensor& logits, const Tensor& ids, const Tensor& weig
 void check_moe_matmul(const Tensor& w, int32_t n_experts, const Tensor& x, const Tensor& ids, const Tensor& out);
 void check_moe_combine(const Tensor& y, const Tensor& weights, const Tensor& out);
 void check_sigmoid_mul(const Tensor& x, const Tensor& g, const Tensor& out);
+// CHECKs of ssm_conv's and gated_delta_rule's shapes and types; returns the kernel width K, or the
+// (n_heads, dk, dv) of the delta rule.
+int64_t check_ssm_conv(const Tensor& x, const Tensor& w, const Tensor& seq_ids, const Tensor& state_rows,
+                       const Tensor& states, const Tensor& out);
+struct DeltaDims {
+  int64_t n_heads = 0, dk = 0, dv = 0;
+};
+DeltaDims check_gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a, const Tensor& b,
+                                 const Tensor& A, const Tensor& dt_bias, const Tensor& seq_ids,
+                                 const Tensor& state_rows, const Tensor& states, const Tensor& out);
 
 // The scalar reference backend (backend/reference/): host memory, clear loops, the oracle.
 std::unique_ptr<Backend> make_reference_backend();

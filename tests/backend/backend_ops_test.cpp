@@ -10,7 +10,8 @@
 //   swiglu, softmax: 1e-11 (vectorized / device exp, a few ulp);
 //   attention, paged_attention: 1e-10 (float online softmax and dot products);
 //   moe_route: 1e-11 and the same expert ids; moe_combine: 1e-12; sigmoid_mul: 1e-11;
-//   moe_matmul: matmul's budgets;
+//   moe_matmul: matmul's budgets; ssm_conv: 1e-12 (its states exact);
+//   gated_delta_rule: 1e-10 (float, chunked for long runs, against the double token loop);
 //   matmul with float weights (F32/F16/BF16), and every type on CUDA (dequantized to float,
 //   float accumulation): 1e-9; quantized weights on the CPU: 5e-4 (it rounds activations to
 //   Q8 / Q8_K, ~1/254 per element; ggml allows 5e-4 for quantized mul_mat).
@@ -444,6 +445,82 @@ TEST_P(BackendOpsTest, MoeCombineAndSigmoidMul) {
       b.sigmoid_mul(o, input_view(b, n, 1, g), o);
     }, 1e-11);
   }
+}
+
+// Recurrent ops: three sequences whose rows interleave in the step, state rows out of order, the
+// states compared after the op too.
+struct RecurrentCase {
+  std::vector<int32_t> seq_ids;      // [n]
+  std::vector<int32_t> state_rows;   // [n_seqs]
+  int64_t n_state_rows = 0;
+};
+
+RecurrentCase interleaved(const std::vector<int>& run_lengths, uint32_t seed) {
+  RecurrentCase c;
+  std::mt19937 rng(seed);
+  std::vector<int> left(run_lengths);
+  for (int total = std::accumulate(left.begin(), left.end(), 0); total > 0; --total) {
+    int s;
+    do s = int(rng() % left.size()); while (left[s] == 0);
+    --left[s];
+    c.seq_ids.push_back(s);
+  }
+  c.n_state_rows = int64_t(run_lengths.size()) + 2;
+  for (size_t s = 0; s < run_lengths.size(); ++s) c.state_rows.push_back(int32_t(c.n_state_rows - 1 - 2 * s % c.n_state_rows));
+  return c;
+}
+
+TEST_P(BackendOpsTest, SsmConvInterleavedSequences) {
+  const RecurrentCase rc = interleaved({9, 1, 5}, 71);
+  const int64_t n = int64_t(rc.seq_ids.size());
+  for (int64_t C : {37, 300}) {
+    for (int64_t K : {2, 4}) {
+      for (bool silu : {false, true}) {
+        const auto x = random_floats(size_t(n * C), 72), w = random_floats(size_t(C * K), 73);
+        const auto st0 = random_floats(size_t(rc.n_state_rows * (K - 1) * C), 74);
+        const std::string what = "ssm_conv C=" + std::to_string(C) + " K=" + std::to_string(K) + (silu ? " silu" : "");
+        std::vector<float> st_got, st_want;
+        check(what, n, C, [&](Backend& b, const Tensor& o) {
+          Tensor states = upload(b, rc.n_state_rows, (K - 1) * C, st0);
+          b.ssm_conv(input_view(b, n, C, x), upload(b, C, K, w), upload_i32(b, rc.seq_ids), upload_i32(b, rc.state_rows),
+                     states, silu, o);
+          (&b == &be() ? st_got : st_want) = download(b, states);
+        }, 1e-12);
+        expect_close(bname(), what + " states", st_got, st_want, 0.0);
+      }
+    }
+  }
+}
+
+// The delta rule against the reference's double token loop: a 150-token run (a backend may take it
+// in chunks) interleaved with a 5-token and a 1-token run; outputs and states within 1e-5 relative
+// (nmse 1e-10). q and k l2-normalized per head as the model gives them.
+TEST_P(BackendOpsTest, GatedDeltaRuleChunkedAndRecurrent) {
+  const RecurrentCase rc = interleaved({150, 5, 1}, 81);
+  const int64_t n = int64_t(rc.seq_ids.size()), H = 3, dk = 16, dv = 24;
+  auto q = random_floats(size_t(n * H * dk), 82), k = random_floats(size_t(n * H * dk), 83);
+  for (auto* t : {&q, &k}) {
+    for (int64_t r = 0; r < n * H; ++r) {
+      double ss = 0;
+      for (int64_t i = 0; i < dk; ++i) ss += double((*t)[r * dk + i]) * (*t)[r * dk + i];
+      for (int64_t i = 0; i < dk; ++i) (*t)[r * dk + i] = float((*t)[r * dk + i] / std::sqrt(ss + 1e-6));
+    }
+  }
+  for (int64_t i = 0; i < n * H * dk; ++i) q[i] /= 4.0f;  // dk^-1/2
+  const auto v = random_floats(size_t(n * H * dv), 84), a = random_floats(size_t(n * H), 85, 2.0f);
+  const auto bb = random_floats(size_t(n * H), 86, 2.0f), dt = random_floats(size_t(H), 87);
+  std::vector<float> A = random_floats(size_t(H), 88);
+  for (float& x : A) x = -std::exp(x);
+  const auto st0 = random_floats(size_t(rc.n_state_rows * H * dk * dv), 89, 0.3f);
+  std::vector<float> st_got, st_want;
+  check("gated_delta_rule", n, H * dv, [&](Backend& b, const Tensor& o) {
+    Tensor states = upload(b, rc.n_state_rows, H * dk * dv, st0);
+    b.gated_delta_rule(input_view(b, n, H * dk, q), input_view(b, n, H * dk, k), input_view(b, n, H * dv, v),
+                       input_view(b, n, H, a), input_view(b, n, H, bb), upload(b, 1, H, A), upload(b, 1, H, dt),
+                       upload_i32(b, rc.seq_ids), upload_i32(b, rc.state_rows), states, o);
+    (&b == &be() ? st_got : st_want) = download(b, states);
+  }, 1e-10);
+  expect_close(bname(), "gated_delta_rule states", st_got, st_want, 1e-10);
 }
 
 TEST_P(BackendOpsTest, FactoryNamesBackends) {

@@ -14,6 +14,7 @@
 
 #include "backend/cpu/cpu_kernels.h"
 #include "backend/cpu/panels.h"
+#include "backend/cpu/recurrent.h"
 #include "backend/host_backend.h"
 #include "base/check.h"
 #include "base/large_alloc.h"
@@ -146,6 +147,11 @@ class CpuBackend final : public HostBackend {
   void rope(const Tensor& x, const Tensor& positions, const RopeParams& p) override;
 
   void moe_route(const Tensor& logits, bool normalize, const Tensor& ids, const Tensor& weights) override;
+  void ssm_conv(const Tensor& x, const Tensor& w, const Tensor& seq_ids, const Tensor& state_rows,
+                const Tensor& states, bool silu, const Tensor& out) override;
+  void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a, const Tensor& b,
+                        const Tensor& A, const Tensor& dt_bias, const Tensor& seq_ids, const Tensor& state_rows,
+                        const Tensor& states, const Tensor& out) override;
   void moe_matmul(const Tensor& w, int32_t n_experts, const Tensor& x, const Tensor& ids, const Tensor& out) override;
 
   void moe_combine(const Tensor& y, const Tensor& weights, const Tensor& out) override {
@@ -188,6 +194,9 @@ class CpuBackend final : public HostBackend {
     std::vector<float> a, b;
   };
   void matmul_dequantized(const Tensor& w, const Tensor& x, const Tensor& out);
+  // The step's rows grouped by sequence (seq_rows_ from seq_first_[s] to seq_first_[s + 1], in
+  // order); CHECKs every sequence index and its state row.
+  void group_by_sequence(const Tensor& seq_ids, const Tensor& state_rows, const Tensor& states);
   // Repacks weight t's rows (bytes) into panels owned by its buffer.
   Status pack_panels(const Tensor& t, std::span<const uint8_t> bytes);
 
@@ -208,6 +217,8 @@ class CpuBackend final : public HostBackend {
   std::vector<int32_t> moe_order_;    // [n * top_k]
   std::vector<int64_t> moe_first_;    // [n_experts + 1]
   Tensor moe_x_, moe_y_;              // F32 [1, capacity] each, grown on demand
+  std::vector<int32_t> seq_rows_;     // recurrent ops: the step's rows by sequence
+  std::vector<int64_t> seq_first_;    // [n_seqs + 1]
   // Repacked weights (panels.h) by the buffer of the weight they were made from.
   struct FreeDeleter {
     void operator()(uint8_t* p) const { std::free(p); }
@@ -362,6 +373,72 @@ void CpuBackend::moe_matmul(const Tensor& w, int32_t n_experts, const Tensor& x,
       std::memcpy(f32_row(out, moe_order_[size_t(first + r)]), f32_row(ys, r), size_t(m) * sizeof(float));
     }
   }
+}
+
+void CpuBackend::group_by_sequence(const Tensor& seq_ids, const Tensor& state_rows, const Tensor& states) {
+  const int64_t n = seq_ids.n_cols, n_seqs = state_rows.n_cols;
+  const int32_t* seq = i32_row(seq_ids, 0);
+  seq_first_.assign(size_t(n_seqs) + 1, 0);
+  for (int64_t t = 0; t < n; ++t) {
+    ONEBIT_CHECK(seq[t] >= 0 && seq[t] < n_seqs);
+    ++seq_first_[size_t(seq[t]) + 1];
+  }
+  for (int64_t s = 0; s < n_seqs; ++s) {
+    seq_first_[s + 1] += seq_first_[s];
+    const int32_t row = i32_row(state_rows, 0)[s];
+    ONEBIT_CHECK(row >= 0 && row < states.n_rows);
+  }
+  seq_rows_.resize(size_t(n));
+  std::vector<int64_t> fill(seq_first_.begin(), seq_first_.end() - 1);
+  for (int64_t t = 0; t < n; ++t) seq_rows_[size_t(fill[seq[t]]++)] = int32_t(t);
+}
+
+// Per sequence, channel ranges in parallel (channels are independent; a sequence's tokens in order).
+void CpuBackend::ssm_conv(const Tensor& x, const Tensor& w, const Tensor& seq_ids, const Tensor& state_rows,
+                          const Tensor& states, bool silu, const Tensor& out) {
+  const int64_t K = check_ssm_conv(x, w, seq_ids, state_rows, states, out), C = x.n_cols;
+  group_by_sequence(seq_ids, state_rows, states);
+  const int64_t n_seqs = state_rows.n_cols, chunks = (C + 255) / 256;
+  pool_.parallel_for(Parallel::kDynamic, n_seqs * chunks, [&](int64_t b, int64_t e, int) {
+    for (int64_t task = b; task < e; ++task) {
+      const int64_t s = task / chunks, c0 = (task % chunks) * 256;
+      const int64_t first = seq_first_[s], count = seq_first_[s + 1] - first;
+      if (count == 0) continue;
+      cpu::ssm_conv_run(f32_row(x, 0), int64_t(x.row_stride_bytes / 4), seq_rows_.data() + first, count, C, K,
+                        f32_row(w, 0), int64_t(w.row_stride_bytes / 4), f32_row(states, i32_row(state_rows, 0)[s]),
+                        silu, f32_row(out, 0), int64_t(out.row_stride_bytes / 4), c0, std::min(C, c0 + 256));
+    }
+  }, /*chunk=*/1);
+}
+
+// Per (sequence, head) in parallel: a run of kChunkedFrom tokens or more (a prompt chunk) in the
+// chunked form, shorter runs (decode, drafts) token by token.
+void CpuBackend::gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a, const Tensor& b,
+                                  const Tensor& A, const Tensor& dt_bias, const Tensor& seq_ids,
+                                  const Tensor& state_rows, const Tensor& states, const Tensor& out) {
+  constexpr int64_t kChunkedFrom = 32, kChunk = 64;
+  const DeltaDims d = check_gated_delta_rule(q, k, v, a, b, A, dt_bias, seq_ids, state_rows, states, out);
+  group_by_sequence(seq_ids, state_rows, states);
+  const int64_t n_seqs = state_rows.n_cols;
+  pool_.parallel_for(Parallel::kDynamic, n_seqs * d.n_heads, [&](int64_t b0, int64_t e0, int) {
+    for (int64_t task = b0; task < e0; ++task) {
+      const int64_t s = task / d.n_heads, h = task % d.n_heads;
+      const int64_t first = seq_first_[s], count = seq_first_[s + 1] - first;
+      if (count == 0) continue;
+      const auto stride = [](const Tensor& t) { return int64_t(t.row_stride_bytes / sizeof(float)); };
+      const cpu::DeltaRun run{f32_row(q, 0) + h * d.dk, f32_row(k, 0) + h * d.dk, f32_row(v, 0) + h * d.dv,
+                              f32_row(a, 0) + h, f32_row(b, 0) + h, stride(q), stride(k), stride(v), stride(a),
+                              stride(b), seq_rows_.data() + first, count,
+                              f32_row(A, 0)[h], f32_row(dt_bias, 0)[h], f32_row(out, 0) + h * d.dv,
+                              stride(out)};
+      float* S = f32_row(states, i32_row(state_rows, 0)[s]) + h * d.dk * d.dv;
+      if (count >= kChunkedFrom) {
+        cpu::gated_delta_chunked(run, d.dk, d.dv, S, kChunk);
+      } else {
+        cpu::gated_delta_recurrent(run, d.dk, d.dv, S);
+      }
+    }
+  }, /*chunk=*/1);
 }
 
 Status CpuBackend::pack_panels(const Tensor& t, std::span<const uint8_t> bytes) {

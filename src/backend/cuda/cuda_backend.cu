@@ -49,7 +49,7 @@ namespace {
 #define CUDA_LAUNCHED() CUDA_OK(cudaGetLastError())
 
 // Error bits the kernels set in the device flag (reported at synchronize).
-constexpr int kErrIds = 1, kErrSlots = 2, kErrBlockTable = 4, kErrSeq = 8, kErrExperts = 16;
+constexpr int kErrIds = 1, kErrSlots = 2, kErrBlockTable = 4, kErrSeq = 8, kErrExperts = 16, kErrStates = 32;
 
 constexpr int kF32 = int(GgmlType::kF32), kF16 = int(GgmlType::kF16), kBF16 = int(GgmlType::kBF16),
               kQ4_0 = int(GgmlType::kQ4_0), kQ4_1 = int(GgmlType::kQ4_1), kQ5_0 = int(GgmlType::kQ5_0),
@@ -1420,6 +1420,109 @@ __global__ void sigmoid_mul_kernel(const float* x, size_t x_stride, const float*
   out[size_t(r) * o_stride + c] = x[size_t(r) * x_stride + c] / (1.0f + expf(-gv));
 }
 
+// ---- recurrent layers: a sequence's tokens in order, each sequence on its own threads ----
+
+// The state row of sequence s, or -1 (and the error flag) when s's state row is outside the states.
+__device__ int state_row(const int32_t* rows, int s, int64_t n_rows, int* err) {
+  const int r = rows[s];
+  if (r < 0 || r >= n_rows) {
+    atomicOr(err, kErrStates);
+    return -1;
+  }
+  return r;
+}
+
+constexpr int kMaxConvWidth = 8;
+
+// ssm_conv: a thread per (channel, sequence) scans the step's rows for its sequence's, in order,
+// with the window of the last K - 1 inputs in registers. Rows naming no sequence of the step are
+// flagged by the block of sequence 0.
+__global__ void ssm_conv_kernel(const float* __restrict__ x, size_t xs, const float* __restrict__ w, size_t ws,
+                                const int32_t* __restrict__ seq, const int32_t* __restrict__ rows, int n_seqs,
+                                float* states, size_t ss, int64_t n_state_rows, bool silu, float* out, size_t os,
+                                int64_t n, int64_t C, int K, int* err) {
+  const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int s = blockIdx.y;
+  if (c >= C) return;
+  if (s == 0 && c == 0) {
+    for (int64_t t = 0; t < n; ++t) {
+      if (seq[t] < 0 || seq[t] >= n_seqs) atomicOr(err, kErrStates);
+    }
+  }
+  const int row = state_row(rows, s, n_state_rows, err);
+  if (row < 0) return;
+  float* st = states + size_t(row) * ss;
+  float win[kMaxConvWidth - 1];
+  for (int j = 0; j < K - 1; ++j) win[j] = st[int64_t(j) * C + c];
+  const float* wc = w + size_t(c) * ws;
+  for (int64_t t = 0; t < n; ++t) {
+    if (seq[t] != s) continue;
+    const float xt = x[size_t(t) * xs + c];
+    float acc = wc[K - 1] * xt;
+    for (int j = 0; j < K - 1; ++j) acc += wc[j] * win[j];
+    out[size_t(t) * os + c] = silu ? acc / (1.0f + expf(-acc)) : acc;
+    for (int j = 0; j + 1 < K - 1; ++j) win[j] = win[j + 1];
+    win[K - 2] = xt;
+  }
+  for (int j = 0; j < K - 1; ++j) st[int64_t(j) * C + c] = win[j];
+}
+
+struct DeltaArgs {
+  const float *q, *k, *v, *a, *b, *A, *dt;
+  size_t qs, ks, vs, as, bs;
+  const int32_t* seq;
+  const int32_t* rows;
+  float* states;
+  size_t ss;
+  int64_t n_state_rows;
+  float* out;
+  size_t os;
+  int64_t n;
+  int dk, dv;
+  int* err;
+};
+
+// gated_delta_rule, token by token: a block per (head, sequence), a thread per state column j (of
+// dv) holding S[:, j] in shared memory; q and k of the token staged in shared memory.
+__global__ void gated_delta_kernel(DeltaArgs a) {
+  extern __shared__ float sm[];
+  float* S = sm;                     // [dk][dv]
+  float* qk = sm + a.dk * a.dv;      // [2 * dk]: q, then k
+  const int h = blockIdx.x, s = blockIdx.y, j = threadIdx.x;
+  const int row = state_row(a.rows, s, a.n_state_rows, a.err);
+  if (row < 0) return;
+  float* st = a.states + size_t(row) * a.ss + size_t(h) * a.dk * a.dv;
+  for (int i = 0; i < a.dk; ++i) S[i * a.dv + j] = st[i * a.dv + j];
+  const float A = a.A[h], dt = a.dt[h];
+  for (int64_t t = 0; t < a.n; ++t) {
+    if (a.seq[t] != s) continue;
+    __syncthreads();  // the previous token's q and k are read
+    for (int i = j; i < a.dk; i += blockDim.x) {
+      qk[i] = a.q[size_t(t) * a.qs + size_t(h) * a.dk + i];
+      qk[a.dk + i] = a.k[size_t(t) * a.ks + size_t(h) * a.dk + i];
+    }
+    __syncthreads();
+    const float x = a.a[size_t(t) * a.as + h] + dt;
+    const float decay = expf(A * (x > 20.0f ? x : log1pf(expf(x))));
+    const float beta = 1.0f / (1.0f + expf(-a.b[size_t(t) * a.bs + h]));
+    float kv = 0.0f;
+    for (int i = 0; i < a.dk; ++i) {
+      const float v = S[i * a.dv + j] * decay;
+      S[i * a.dv + j] = v;
+      kv += v * qk[a.dk + i];
+    }
+    const float delta = beta * (a.v[size_t(t) * a.vs + size_t(h) * a.dv + j] - kv);
+    float o = 0.0f;
+    for (int i = 0; i < a.dk; ++i) {
+      const float v = S[i * a.dv + j] + qk[a.dk + i] * delta;
+      S[i * a.dv + j] = v;
+      o += v * qk[i];
+    }
+    a.out[size_t(t) * a.os + size_t(h) * a.dv + j] = o;
+  }
+  for (int i = 0; i < a.dk; ++i) st[i * a.dv + j] = S[i * a.dv + j];
+}
+
 __global__ void probe_kernel(int* p) {
   if (threadIdx.x == 0) *p = 0;
 }
@@ -1621,6 +1724,21 @@ class CudaBackend final : public Backend {
     check_sigmoid_mul(x, g, out);
     op(kOpSigmoidMul, [=, this] { sigmoid_mul_now(x, g, out); }, x, g, out);
   }
+  void ssm_conv(const Tensor& x, const Tensor& w, const Tensor& seq_ids, const Tensor& state_rows,
+                const Tensor& states, bool silu, const Tensor& out) override {
+    const int64_t K = check_ssm_conv(x, w, seq_ids, state_rows, states, out);
+    ONEBIT_CHECK(K <= kMaxConvWidth);
+    op(kOpSsmConv, [=, this] { ssm_conv_now(x, w, seq_ids, state_rows, states, silu, out); }, x, w, seq_ids,
+       state_rows, states, int(silu), out);
+  }
+  void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a, const Tensor& b,
+                        const Tensor& A, const Tensor& dt_bias, const Tensor& seq_ids, const Tensor& state_rows,
+                        const Tensor& states, const Tensor& out) override {
+    const DeltaDims d = check_gated_delta_rule(q, k, v, a, b, A, dt_bias, seq_ids, state_rows, states, out);
+    ONEBIT_CHECK(d.dv <= 1024 && (d.dk * d.dv + 2 * d.dk) * sizeof(float) <= kMatvecSmemLimit);
+    op(kOpGatedDelta, [=, this] { gated_delta_now(q, k, v, a, b, A, dt_bias, seq_ids, state_rows, states, out, d); },
+       q, k, v, a, b, A, dt_bias, seq_ids, state_rows, states, out);
+  }
 
   void synchronize() override {
     run_step();
@@ -1634,6 +1752,7 @@ class CudaBackend final : public Backend {
       if (e & kErrBlockTable) msg += " paged_attention block outside the pool;";
       if (e & kErrSeq) msg += " paged_attention sequence id or position outside the block tables;";
       if (e & kErrExperts) msg += " moe_matmul expert id outside the stack;";
+      if (e & kErrStates) msg += " ssm_conv / gated_delta_rule sequence or state row out of range;";
       ONEBIT_CHECK_MSG(e == 0, msg.c_str());
     }
     for (const HostRead& r : reads_) std::memcpy(r.dst, r.from, r.n);
@@ -1921,6 +2040,36 @@ class CudaBackend final : public Backend {
     CUDA_LAUNCHED();
   }
 
+  void ssm_conv_now(const Tensor& x, const Tensor& w, const Tensor& seq_ids, const Tensor& state_rows,
+                    const Tensor& states, bool silu, const Tensor& out) {
+    const int64_t n = x.n_rows, C = x.n_cols, n_seqs = state_rows.n_cols;
+    if (n == 0 || C == 0 || n_seqs == 0) return;
+    const dim3 grid(blocks_for(C, 128), unsigned(n_seqs));
+    ssm_conv_kernel<<<grid, 128, 0, stream_>>>(fptr(x), fstride(x), fptr(w), fstride(w), iptr(seq_ids),
+                                                 iptr(state_rows), int(n_seqs), fptr(states), fstride(states),
+                                                 states.n_rows, silu, fptr(out), fstride(out), n, C, int(w.n_cols),
+                                                 err_);
+    CUDA_LAUNCHED();
+  }
+
+  void gated_delta_now(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a, const Tensor& b,
+                       const Tensor& A, const Tensor& dt_bias, const Tensor& seq_ids, const Tensor& state_rows,
+                       const Tensor& states, const Tensor& out, DeltaDims d) {
+    const int64_t n_seqs = state_rows.n_cols;
+    if (q.n_rows == 0 || n_seqs == 0) return;
+    const size_t shm = size_t(d.dk * d.dv + 2 * d.dk) * sizeof(float);
+    if (shm > 48 * 1024 && !delta_smem_set_) {
+      CUDA_OK(cudaFuncSetAttribute(reinterpret_cast<const void*>(&gated_delta_kernel),
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMatvecSmemLimit)));
+      delta_smem_set_ = true;
+    }
+    DeltaArgs args{fptr(q), fptr(k), fptr(v), fptr(a), fptr(b), fptr(A), fptr(dt_bias), fstride(q), fstride(k),
+                   fstride(v), fstride(a), fstride(b), iptr(seq_ids), iptr(state_rows), fptr(states),
+                   fstride(states), states.n_rows, fptr(out), fstride(out), q.n_rows, int(d.dk), int(d.dv), err_};
+    gated_delta_kernel<<<dim3(unsigned(d.n_heads), unsigned(n_seqs)), unsigned(d.dv), shm, stream_>>>(args);
+    CUDA_LAUNCHED();
+  }
+
   void sigmoid_mul_now(const Tensor& x, const Tensor& g, const Tensor& out) {
     const int64_t n = x.n_rows, d = x.n_cols;
     if (n * d == 0) return;
@@ -1934,7 +2083,8 @@ class CudaBackend final : public Backend {
   // ---- deferred steps and CUDA graphs ----
   enum OpTag : uint64_t {
     kOpWrite = 1, kOpRead, kOpGetRows, kOpRmsNorm, kOpMatmul, kOpAdd, kOpSwiglu, kOpSoftmax, kOpCopy, kOpStoreKv,
-    kOpRope, kOpAttention, kOpPagedAttention, kOpMoeRoute, kOpMoeMatmul, kOpMoeCombine, kOpSigmoidMul
+    kOpRope, kOpAttention, kOpPagedAttention, kOpMoeRoute, kOpMoeMatmul, kOpMoeCombine, kOpSigmoidMul,
+    kOpSsmConv, kOpGatedDelta
   };
   static constexpr size_t kNoStage = ~size_t(0);
   static constexpr size_t kPinnedBytes = size_t(32) << 20;  // staging of one step's writes and reads
@@ -2163,6 +2313,7 @@ class CudaBackend final : public Backend {
     return true;
   }
 
+  bool delta_smem_set_ = false;  // gated_delta_kernel's shared memory limit raised
   void ensure_smem_attr(int type, const void* fn) {
     if (smem_attr_set_[type & 31]) return;
     CUDA_OK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMatvecSmemLimit)));

@@ -174,6 +174,75 @@ class ReferenceBackend final : public HostBackend {
     }
   }
 
+  // Each sequence's window of its last K - 1 inputs, loaded from its state row at its first token
+  // and written back after the last.
+  void ssm_conv(const Tensor& x, const Tensor& w, const Tensor& seq_ids, const Tensor& state_rows,
+                const Tensor& states, bool silu, const Tensor& out) override {
+    const int64_t K = check_ssm_conv(x, w, seq_ids, state_rows, states, out), C = x.n_cols;
+    std::vector<std::vector<float>> win(static_cast<size_t>(state_rows.n_cols));  // [K - 1][C] per sequence
+    for (int64_t t = 0; t < x.n_rows; ++t) {
+      const int32_t s = state_row_of(seq_ids, state_rows, states, t);
+      std::vector<float>& ws = win[seq_ids_at(seq_ids, t)];
+      if (ws.empty()) ws.assign(f32_row(states, s), f32_row(states, s) + (K - 1) * C);
+      for (int64_t c = 0; c < C; ++c) {
+        const float* wc = f32_row(w, c);
+        double acc = double(wc[K - 1]) * f32_row(x, t)[c];
+        for (int64_t j = 0; j < K - 1; ++j) acc += double(wc[j]) * ws[j * C + c];
+        f32_row(out, t)[c] = static_cast<float>(silu ? acc / (1.0 + std::exp(-acc)) : acc);
+      }
+      ws.erase(ws.begin(), ws.begin() + C);  // drop the oldest input, append this one
+      ws.insert(ws.end(), f32_row(x, t), f32_row(x, t) + C);
+    }
+    for (size_t i = 0; i < win.size(); ++i) {
+      if (!win[i].empty()) std::copy(win[i].begin(), win[i].end(), f32_row(states, i32_row(state_rows, 0)[i]));
+    }
+  }
+
+  // Token by token in double: the recurrence that defines the op.
+  void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a, const Tensor& b,
+                        const Tensor& A, const Tensor& dt_bias, const Tensor& seq_ids, const Tensor& state_rows,
+                        const Tensor& states, const Tensor& out) override {
+    const DeltaDims d = check_gated_delta_rule(q, k, v, a, b, A, dt_bias, seq_ids, state_rows, states, out);
+    const int64_t hs = d.dk * d.dv;  // state elements per head
+    std::vector<std::vector<double>> st(static_cast<size_t>(state_rows.n_cols));  // [n_heads * dk * dv]
+    std::vector<double> kv(static_cast<size_t>(d.dv));
+    for (int64_t t = 0; t < q.n_rows; ++t) {
+      const int32_t row = state_row_of(seq_ids, state_rows, states, t);
+      std::vector<double>& S = st[seq_ids_at(seq_ids, t)];
+      if (S.empty()) S.assign(f32_row(states, row), f32_row(states, row) + d.n_heads * hs);
+      for (int64_t h = 0; h < d.n_heads; ++h) {
+        double* Sh = S.data() + h * hs;  // [dk][dv]
+        const float* qh = f32_row(q, t) + h * d.dk;
+        const float* kh = f32_row(k, t) + h * d.dk;
+        const float* vh = f32_row(v, t) + h * d.dv;
+        const double x = double(f32_row(a, t)[h]) + f32_row(dt_bias, 0)[h];
+        const double g = f32_row(A, 0)[h] * (x > 20.0 ? x : std::log1p(std::exp(x)));  // softplus as torch's
+        const double beta = 1.0 / (1.0 + std::exp(-double(f32_row(b, t)[h])));
+        const double decay = std::exp(g);
+        for (int64_t i = 0; i < hs; ++i) Sh[i] *= decay;
+        for (int64_t j = 0; j < d.dv; ++j) {
+          double acc = 0.0;
+          for (int64_t i = 0; i < d.dk; ++i) acc += Sh[i * d.dv + j] * kh[i];
+          kv[j] = beta * (vh[j] - acc);  // the delta
+        }
+        for (int64_t i = 0; i < d.dk; ++i) {
+          for (int64_t j = 0; j < d.dv; ++j) Sh[i * d.dv + j] += kh[i] * kv[j];
+        }
+        float* oh = f32_row(out, t) + h * d.dv;
+        for (int64_t j = 0; j < d.dv; ++j) {
+          double acc = 0.0;
+          for (int64_t i = 0; i < d.dk; ++i) acc += Sh[i * d.dv + j] * qh[i];
+          oh[j] = static_cast<float>(acc);
+        }
+      }
+    }
+    for (size_t i = 0; i < st.size(); ++i) {
+      if (st[i].empty()) continue;
+      float* dst = f32_row(states, i32_row(state_rows, 0)[i]);
+      for (size_t e = 0; e < st[i].size(); ++e) dst[e] = static_cast<float>(st[i][e]);
+    }
+  }
+
   void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                  const AttentionParams& p) override;
   void paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool, const Tensor& positions,
@@ -185,6 +254,16 @@ class ReferenceBackend final : public HostBackend {
   static float pool_at(const Tensor& pool, int64_t r, int64_t c) {
     if (pool.type == GgmlType::kF16) return fp16_to_fp32(reinterpret_cast<const uint16_t*>(row_ptr(pool, r))[c]);
     return f32_row(pool, r)[c];
+  }
+
+  // The sequence index of token t (CHECKed against state_rows) and its state row (CHECKed).
+  static size_t seq_ids_at(const Tensor& seq_ids, int64_t t) { return static_cast<size_t>(i32_row(seq_ids, 0)[t]); }
+  static int32_t state_row_of(const Tensor& seq_ids, const Tensor& state_rows, const Tensor& states, int64_t t) {
+    const int32_t s = i32_row(seq_ids, 0)[t];
+    ONEBIT_CHECK(s >= 0 && s < state_rows.n_cols);
+    const int32_t row = i32_row(state_rows, 0)[s];
+    ONEBIT_CHECK(row >= 0 && row < states.n_rows);
+    return row;
   }
 
   static void softmax_row(const float* x, float* out, int64_t n) {
