@@ -74,6 +74,12 @@ struct AttentionParams {
   int32_t first_pos = 0;     // position of query row 0; query row i sees keys 0 .. first_pos + i
 };
 
+// How the gated delta rule's value heads read the key heads (Backend::gated_delta_rule).
+struct DeltaParams {
+  int32_t n_k_heads = 0;     // divides the value heads
+  bool tiled = false;        // value head h reads key head h % n_k_heads (else h / (n_heads / n_k_heads))
+};
+
 // Attention over a paged K/V pool. The keys and values of many sequences live in blocks of
 // `block_size` consecutive rows of one pool tensor per layer ([n_blocks * block_size, n_kv_heads *
 // head_dim], F16 or F32). A sequence's key j is pool row block_table[j / block_size] * block_size
@@ -180,16 +186,19 @@ class Backend {
   virtual void ssm_conv(const Tensor& x, const Tensor& w, const Tensor& seq_ids, const Tensor& state_rows,
                         const Tensor& states, bool silu, const Tensor& out) = 0;
   // Gated delta rule (Qwen3-Next's linear attention), per value head h of n_heads with key dim dk
-  // and value dim dv: g = A[h] * softplus(a[t, h] + dt_bias[h]), beta = sigmoid(b[t, h]); then
-  // S = exp(g) S; S += k_t (beta (v_t - S^T k_t))^T; o_t = S^T q_t, with S the sequence's state
-  // [dk, dv] of head h. q, k F32 [n, n_heads * dk] (as given: normalize and scale them first);
-  // v F32 [n, n_heads * dv]; a, b F32 [n, n_heads]; A, dt_bias F32 [1, n_heads]; states F32
-  // [n_rows, n_heads * dk * dv] (head-major, then dk rows of dv), updated; out F32 [n, n_heads *
-  // dv]. The token-by-token recurrence defines the result; a backend may compute long runs of a
-  // sequence in chunks (the same math, other rounding).
+  // and value dim dv, reading key head kh(h) of p.n_k_heads (grouped: h / (n_heads / n_k_heads), as
+  // HF's repeat_interleave and Qwen3-Next GGUFs; tiled: h % n_k_heads, as Qwen3.5 GGUFs order their
+  // value heads): g = A[h] * softplus(a[t, h] + dt_bias[h]), beta = sigmoid(b[t, h]); then S =
+  // exp(g) S; S += k_t (beta (v_t - S^T k_t))^T; o_t = S^T q_t, with S the sequence's state [dk, dv]
+  // of head h. q, k F32 [n, n_k_heads * dk] (as given: normalize and scale them first); v F32 [n,
+  // n_heads * dv]; a, b F32 [n, n_heads]; A, dt_bias F32 [1, n_heads]; states F32 [n_rows, n_heads *
+  // dk * dv] (head-major, then dk rows of dv), updated; out F32 [n, n_heads * dv]. The token-by-token
+  // recurrence defines the result; a backend may compute long runs of a sequence in chunks (the
+  // same math, other rounding).
   virtual void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a,
                                 const Tensor& b, const Tensor& A, const Tensor& dt_bias, const Tensor& seq_ids,
-                                const Tensor& state_rows, const Tensor& states, const Tensor& out) = 0;
+                                const Tensor& state_rows, const Tensor& states, const Tensor& out,
+                                const DeltaParams& p) = 0;
 };
 
 // CHECKs of the shapes and types the MoE ops and sigmoid_mul take (every backend calls them; data,
@@ -203,11 +212,14 @@ void check_sigmoid_mul(const Tensor& x, const Tensor& g, const Tensor& out);
 int64_t check_ssm_conv(const Tensor& x, const Tensor& w, const Tensor& seq_ids, const Tensor& state_rows,
                        const Tensor& states, const Tensor& out);
 struct DeltaDims {
-  int64_t n_heads = 0, dk = 0, dv = 0;
+  int64_t n_heads = 0, n_k_heads = 0, dk = 0, dv = 0;
+  bool tiled = false;
+  int64_t k_head(int64_t h) const { return tiled ? h % n_k_heads : h / (n_heads / n_k_heads); }
 };
 DeltaDims check_gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a, const Tensor& b,
                                  const Tensor& A, const Tensor& dt_bias, const Tensor& seq_ids,
-                                 const Tensor& state_rows, const Tensor& states, const Tensor& out);
+                                 const Tensor& state_rows, const Tensor& states, const Tensor& out,
+                                 const DeltaParams& p);
 
 // The scalar reference backend (backend/reference/): host memory, clear loops, the oracle.
 std::unique_ptr<Backend> make_reference_backend();

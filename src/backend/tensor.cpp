@@ -74,15 +74,17 @@ int64_t check_ssm_conv(const Tensor& x, const Tensor& w, const Tensor& seq_ids, 
 
 DeltaDims check_gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a, const Tensor& b,
                                  const Tensor& A, const Tensor& dt_bias, const Tensor& seq_ids,
-                                 const Tensor& state_rows, const Tensor& states, const Tensor& out) {
+                                 const Tensor& state_rows, const Tensor& states, const Tensor& out,
+                                 const DeltaParams& p) {
   for (const Tensor* t : {&q, &k, &v, &a, &b, &A, &dt_bias, &states, &out}) ONEBIT_CHECK(t->type == GgmlType::kF32);
   ONEBIT_CHECK(seq_ids.type == GgmlType::kI32 && state_rows.type == GgmlType::kI32);
   const int64_t n = q.n_rows, h = a.n_cols;
   ONEBIT_CHECK(h >= 1 && k.n_rows == n && v.n_rows == n && a.n_rows == n && b.n_rows == n && out.n_rows == n);
   ONEBIT_CHECK(b.n_cols == h && A.n_rows == 1 && A.n_cols == h && dt_bias.n_rows == 1 && dt_bias.n_cols == h);
-  ONEBIT_CHECK(q.n_cols == k.n_cols && q.n_cols % h == 0 && v.n_cols % h == 0 && out.n_cols == v.n_cols);
+  ONEBIT_CHECK(p.n_k_heads >= 1 && h % p.n_k_heads == 0);
+  ONEBIT_CHECK(q.n_cols == k.n_cols && q.n_cols % p.n_k_heads == 0 && v.n_cols % h == 0 && out.n_cols == v.n_cols);
   ONEBIT_CHECK(seq_ids.n_rows == 1 && seq_ids.n_cols == n && state_rows.n_rows == 1);
-  const DeltaDims d{h, q.n_cols / h, v.n_cols / h};
+  const DeltaDims d{h, p.n_k_heads, q.n_cols / p.n_k_heads, v.n_cols / h, p.tiled};
   ONEBIT_CHECK(states.n_cols == d.n_heads * d.dk * d.dv);
   return d;
 }

@@ -494,33 +494,38 @@ TEST_P(BackendOpsTest, SsmConvInterleavedSequences) {
 
 // The delta rule against the reference's double token loop: a 150-token run (a backend may take it
 // in chunks) interleaved with a 5-token and a 1-token run; outputs and states within 1e-5 relative
-// (nmse 1e-10). q and k l2-normalized per head as the model gives them.
+// (nmse 1e-10). 4 value heads over 2 key heads, grouped and tiled; q and k l2-normalized per head
+// as the model gives them.
 TEST_P(BackendOpsTest, GatedDeltaRuleChunkedAndRecurrent) {
   const RecurrentCase rc = interleaved({150, 5, 1}, 81);
-  const int64_t n = int64_t(rc.seq_ids.size()), H = 3, dk = 16, dv = 24;
-  auto q = random_floats(size_t(n * H * dk), 82), k = random_floats(size_t(n * H * dk), 83);
+  const int64_t n = int64_t(rc.seq_ids.size()), H = 4, NK = 2, dk = 16, dv = 24;
+  auto q = random_floats(size_t(n * NK * dk), 82), k = random_floats(size_t(n * NK * dk), 83);
   for (auto* t : {&q, &k}) {
-    for (int64_t r = 0; r < n * H; ++r) {
+    for (int64_t r = 0; r < n * NK; ++r) {
       double ss = 0;
       for (int64_t i = 0; i < dk; ++i) ss += double((*t)[r * dk + i]) * (*t)[r * dk + i];
       for (int64_t i = 0; i < dk; ++i) (*t)[r * dk + i] = float((*t)[r * dk + i] / std::sqrt(ss + 1e-6));
     }
   }
-  for (int64_t i = 0; i < n * H * dk; ++i) q[i] /= 4.0f;  // dk^-1/2
+  for (float& x : q) x /= 4.0f;  // dk^-1/2
   const auto v = random_floats(size_t(n * H * dv), 84), a = random_floats(size_t(n * H), 85, 2.0f);
   const auto bb = random_floats(size_t(n * H), 86, 2.0f), dt = random_floats(size_t(H), 87);
   std::vector<float> A = random_floats(size_t(H), 88);
   for (float& x : A) x = -std::exp(x);
   const auto st0 = random_floats(size_t(rc.n_state_rows * H * dk * dv), 89, 0.3f);
-  std::vector<float> st_got, st_want;
-  check("gated_delta_rule", n, H * dv, [&](Backend& b, const Tensor& o) {
-    Tensor states = upload(b, rc.n_state_rows, H * dk * dv, st0);
-    b.gated_delta_rule(input_view(b, n, H * dk, q), input_view(b, n, H * dk, k), input_view(b, n, H * dv, v),
-                       input_view(b, n, H, a), input_view(b, n, H, bb), upload(b, 1, H, A), upload(b, 1, H, dt),
-                       upload_i32(b, rc.seq_ids), upload_i32(b, rc.state_rows), states, o);
-    (&b == &be() ? st_got : st_want) = download(b, states);
-  }, 1e-10);
-  expect_close(bname(), "gated_delta_rule states", st_got, st_want, 1e-10);
+  for (bool tiled : {false, true}) {
+    const std::string what = std::string("gated_delta_rule") + (tiled ? " tiled" : " grouped");
+    std::vector<float> st_got, st_want;
+    check(what, n, H * dv, [&](Backend& b, const Tensor& o) {
+      Tensor states = upload(b, rc.n_state_rows, H * dk * dv, st0);
+      b.gated_delta_rule(input_view(b, n, NK * dk, q), input_view(b, n, NK * dk, k), input_view(b, n, H * dv, v),
+                         input_view(b, n, H, a), input_view(b, n, H, bb), upload(b, 1, H, A), upload(b, 1, H, dt),
+                         upload_i32(b, rc.seq_ids), upload_i32(b, rc.state_rows), states, o,
+                         DeltaParams{int32_t(NK), tiled});
+      (&b == &be() ? st_got : st_want) = download(b, states);
+    }, 1e-10);
+    expect_close(bname(), what + " states", st_got, st_want, 1e-10);
+  }
 }
 
 TEST_P(BackendOpsTest, FactoryNamesBackends) {

@@ -151,7 +151,7 @@ class CpuBackend final : public HostBackend {
                 const Tensor& states, bool silu, const Tensor& out) override;
   void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a, const Tensor& b,
                         const Tensor& A, const Tensor& dt_bias, const Tensor& seq_ids, const Tensor& state_rows,
-                        const Tensor& states, const Tensor& out) override;
+                        const Tensor& states, const Tensor& out, const DeltaParams& p) override;
   void moe_matmul(const Tensor& w, int32_t n_experts, const Tensor& x, const Tensor& ids, const Tensor& out) override;
 
   void moe_combine(const Tensor& y, const Tensor& weights, const Tensor& out) override {
@@ -415,9 +415,10 @@ void CpuBackend::ssm_conv(const Tensor& x, const Tensor& w, const Tensor& seq_id
 // chunked form, shorter runs (decode, drafts) token by token.
 void CpuBackend::gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a, const Tensor& b,
                                   const Tensor& A, const Tensor& dt_bias, const Tensor& seq_ids,
-                                  const Tensor& state_rows, const Tensor& states, const Tensor& out) {
+                                  const Tensor& state_rows, const Tensor& states, const Tensor& out,
+                                  const DeltaParams& p) {
   constexpr int64_t kChunkedFrom = 32, kChunk = 64;
-  const DeltaDims d = check_gated_delta_rule(q, k, v, a, b, A, dt_bias, seq_ids, state_rows, states, out);
+  const DeltaDims d = check_gated_delta_rule(q, k, v, a, b, A, dt_bias, seq_ids, state_rows, states, out, p);
   group_by_sequence(seq_ids, state_rows, states);
   const int64_t n_seqs = state_rows.n_cols;
   pool_.parallel_for(Parallel::kDynamic, n_seqs * d.n_heads, [&](int64_t b0, int64_t e0, int) {
@@ -426,7 +427,8 @@ void CpuBackend::gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor
       const int64_t first = seq_first_[s], count = seq_first_[s + 1] - first;
       if (count == 0) continue;
       const auto stride = [](const Tensor& t) { return int64_t(t.row_stride_bytes / sizeof(float)); };
-      const cpu::DeltaRun run{f32_row(q, 0) + h * d.dk, f32_row(k, 0) + h * d.dk, f32_row(v, 0) + h * d.dv,
+      const cpu::DeltaRun run{f32_row(q, 0) + d.k_head(h) * d.dk, f32_row(k, 0) + d.k_head(h) * d.dk,
+                              f32_row(v, 0) + h * d.dv,
                               f32_row(a, 0) + h, f32_row(b, 0) + h, stride(q), stride(k), stride(v), stride(a),
                               stride(b), seq_rows_.data() + first, count,
                               f32_row(A, 0)[h], f32_row(dt_bias, 0)[h], f32_row(out, 0) + h * d.dv,

@@ -1478,7 +1478,7 @@ struct DeltaArgs {
   float* out;
   size_t os;
   int64_t n;
-  int dk, dv;
+  int dk, dv, n_k_heads, group;  // group: value heads per key head; 0 = tiled (key head h % n_k_heads)
   int* err;
 };
 
@@ -1489,6 +1489,7 @@ __global__ void gated_delta_kernel(DeltaArgs a) {
   float* S = sm;                     // [dk][dv]
   float* qk = sm + a.dk * a.dv;      // [2 * dk]: q, then k
   const int h = blockIdx.x, s = blockIdx.y, j = threadIdx.x;
+  const int kh = a.group == 0 ? h % a.n_k_heads : h / a.group;
   const int row = state_row(a.rows, s, a.n_state_rows, a.err);
   if (row < 0) return;
   float* st = a.states + size_t(row) * a.ss + size_t(h) * a.dk * a.dv;
@@ -1498,8 +1499,8 @@ __global__ void gated_delta_kernel(DeltaArgs a) {
     if (a.seq[t] != s) continue;
     __syncthreads();  // the previous token's q and k are read
     for (int i = j; i < a.dk; i += blockDim.x) {
-      qk[i] = a.q[size_t(t) * a.qs + size_t(h) * a.dk + i];
-      qk[a.dk + i] = a.k[size_t(t) * a.ks + size_t(h) * a.dk + i];
+      qk[i] = a.q[size_t(t) * a.qs + size_t(kh) * a.dk + i];
+      qk[a.dk + i] = a.k[size_t(t) * a.ks + size_t(kh) * a.dk + i];
     }
     __syncthreads();
     const float x = a.a[size_t(t) * a.as + h] + dt;
@@ -1733,11 +1734,11 @@ class CudaBackend final : public Backend {
   }
   void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a, const Tensor& b,
                         const Tensor& A, const Tensor& dt_bias, const Tensor& seq_ids, const Tensor& state_rows,
-                        const Tensor& states, const Tensor& out) override {
-    const DeltaDims d = check_gated_delta_rule(q, k, v, a, b, A, dt_bias, seq_ids, state_rows, states, out);
+                        const Tensor& states, const Tensor& out, const DeltaParams& p) override {
+    const DeltaDims d = check_gated_delta_rule(q, k, v, a, b, A, dt_bias, seq_ids, state_rows, states, out, p);
     ONEBIT_CHECK(d.dv <= 1024 && (d.dk * d.dv + 2 * d.dk) * sizeof(float) <= kMatvecSmemLimit);
     op(kOpGatedDelta, [=, this] { gated_delta_now(q, k, v, a, b, A, dt_bias, seq_ids, state_rows, states, out, d); },
-       q, k, v, a, b, A, dt_bias, seq_ids, state_rows, states, out);
+       q, k, v, a, b, A, dt_bias, seq_ids, state_rows, states, out, int(d.n_k_heads), int(d.tiled));
   }
 
   void synchronize() override {
@@ -2065,7 +2066,8 @@ class CudaBackend final : public Backend {
     }
     DeltaArgs args{fptr(q), fptr(k), fptr(v), fptr(a), fptr(b), fptr(A), fptr(dt_bias), fstride(q), fstride(k),
                    fstride(v), fstride(a), fstride(b), iptr(seq_ids), iptr(state_rows), fptr(states),
-                   fstride(states), states.n_rows, fptr(out), fstride(out), q.n_rows, int(d.dk), int(d.dv), err_};
+                   fstride(states), states.n_rows, fptr(out), fstride(out), q.n_rows, int(d.dk), int(d.dv),
+                   int(d.n_k_heads), d.tiled ? 0 : int(d.n_heads / d.n_k_heads), err_};
     gated_delta_kernel<<<dim3(unsigned(d.n_heads), unsigned(n_seqs)), unsigned(d.dv), shm, stream_>>>(args);
     CUDA_LAUNCHED();
   }

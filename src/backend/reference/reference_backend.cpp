@@ -201,8 +201,8 @@ class ReferenceBackend final : public HostBackend {
   // Token by token in double: the recurrence that defines the op.
   void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a, const Tensor& b,
                         const Tensor& A, const Tensor& dt_bias, const Tensor& seq_ids, const Tensor& state_rows,
-                        const Tensor& states, const Tensor& out) override {
-    const DeltaDims d = check_gated_delta_rule(q, k, v, a, b, A, dt_bias, seq_ids, state_rows, states, out);
+                        const Tensor& states, const Tensor& out, const DeltaParams& p) override {
+    const DeltaDims d = check_gated_delta_rule(q, k, v, a, b, A, dt_bias, seq_ids, state_rows, states, out, p);
     const int64_t hs = d.dk * d.dv;  // state elements per head
     std::vector<std::vector<double>> st(static_cast<size_t>(state_rows.n_cols));  // [n_heads * dk * dv]
     std::vector<double> kv(static_cast<size_t>(d.dv));
@@ -212,8 +212,8 @@ class ReferenceBackend final : public HostBackend {
       if (S.empty()) S.assign(f32_row(states, row), f32_row(states, row) + d.n_heads * hs);
       for (int64_t h = 0; h < d.n_heads; ++h) {
         double* Sh = S.data() + h * hs;  // [dk][dv]
-        const float* qh = f32_row(q, t) + h * d.dk;
-        const float* kh = f32_row(k, t) + h * d.dk;
+        const float* qh = f32_row(q, t) + d.k_head(h) * d.dk;
+        const float* kh = f32_row(k, t) + d.k_head(h) * d.dk;
         const float* vh = f32_row(v, t) + h * d.dv;
         const double x = double(f32_row(a, t)[h]) + f32_row(dt_bias, 0)[h];
         const double g = f32_row(A, 0)[h] * (x > 20.0 ? x : std::log1p(std::exp(x)));  // softplus as torch's
