@@ -159,7 +159,7 @@ Result<EngineLayout> plan_engine_layout(const EngineOptions& o) {
 Engine::Engine(std::unique_ptr<ModelRunner> runner, EngineOptions options, EngineLayout layout)
     : runner_(std::move(runner)), options_(std::move(options)), layout_(std::move(layout)),
       blocks_(layout_.n_blocks, layout_.block_size),
-      scheduler_(blocks_, SchedulerOptions{layout_.pool_slots, layout_.batch_tokens}) {
+      scheduler_(blocks_, SchedulerOptions{layout_.pool_slots, layout_.batch_tokens, runner_->state_rows()}) {
   credit_ms_ = kPrefillCreditMs;
 }
 
@@ -191,6 +191,10 @@ Result<std::unique_ptr<Engine>> Engine::start(Model& model, EngineOptions option
 
 Result<std::unique_ptr<Engine>> Engine::start(std::unique_ptr<ModelRunner> runner, EngineOptions options) {
   ONEBIT_ASSIGN_OR_RETURN(EngineLayout layout, plan_engine_layout(options));
+  if (options.drafter && runner->state_rows() > 0) {
+    return make_error("engine: speculative decoding on a model with recurrent layers (gated delta nets) is not "
+                      "built yet: rejected draft tokens would stay in the recurrent state; serve it without a drafter");
+  }
   if (options.drafter && (options.draft_max < 1 || options.draft_max > 64)) {
     return make_error("engine: draft length " + std::to_string(options.draft_max) + "; allowed 1..64 (--mtp-max)");
   }
@@ -487,6 +491,7 @@ void Engine::build_batch(const StepPlan& plan) {
     }
     b.block_tables.insert(b.block_tables.end(), table.begin(), table.end());
     b.block_tables.resize(size_t(s + 1) * b.max_blocks, -1);
+    if (r.seq->state_row >= 0) b.state_rows.push_back(r.seq->state_row);
   }
 }
 

@@ -10,6 +10,7 @@ class ModelBackedRunner final : public ModelRunner {
   ~ModelBackedRunner() override { model_.free_kv_pool(pool_); }
 
   int32_t vocab_size() const override { return model_.config().vocab_size; }
+  int32_t state_rows() const override { return pool_.n_states; }
 
   void copy_blocks(std::span<const BlockCopy> copies) override {
     for (const BlockCopy& c : copies) model_.copy_kv_block(pool_, c.src, c.dst);
@@ -31,7 +32,9 @@ class ModelBackedRunner final : public ModelRunner {
 
 Result<std::unique_ptr<ModelRunner>> make_model_runner(Model& model, const RunnerOptions& options) {
   ONEBIT_TRY(model.reserve(options.limits));
-  ONEBIT_ASSIGN_OR_RETURN(KvPool pool, model.new_kv_pool(options.n_blocks, options.block_size, options.cache_type));
+  // Recurrent layers: a state row for each sequence a step can hold.
+  ONEBIT_ASSIGN_OR_RETURN(KvPool pool, model.new_kv_pool(options.n_blocks, options.block_size, options.cache_type,
+                                                         options.limits.max_seqs));
   return std::unique_ptr<ModelRunner>(new ModelBackedRunner(model, std::move(pool), options.hidden));
 }
 

@@ -31,6 +31,9 @@ class ModelRunner {
   virtual void copy_blocks(std::span<const BlockCopy> copies) = 0;
   // Runs one step. An error means nothing was stored that a later step relies on.
   virtual Status run(const StepBatch& batch, StepOutput& out) = 0;
+  // Recurrent-state rows of the pool (a row per running sequence: StepBatch::state_rows); 0 when
+  // the model has no recurrent layers.
+  virtual int32_t state_rows() const { return 0; }
 };
 
 // What the K/V pool and the step buffers are sized for, decided once at start.

@@ -18,6 +18,14 @@ Scheduler::Scheduler(BlockManager& blocks, SchedulerOptions options)
     total += n;
   }
   ONEBIT_CHECK_MSG(options_.token_budget >= total, "the token budget must hold one token of every slot");
+  ONEBIT_CHECK(options_.state_rows == 0 || options_.state_rows >= total);
+  for (int32_t r = options_.state_rows - 1; r >= 0; --r) free_state_rows_.push_back(r);
+}
+
+void Scheduler::release_state_row(Sequence* seq) {
+  if (seq->state_row < 0) return;
+  free_state_rows_.push_back(seq->state_row);
+  seq->state_row = -1;
 }
 
 void Scheduler::insert_waiting(Sequence* seq) {
@@ -37,6 +45,7 @@ void Scheduler::remove(Sequence* seq) {
   if (seq->status == SequenceStatus::kRunning) {
     running_.erase(std::find(running_.begin(), running_.end(), seq));
     --pool_running_[seq->pool];
+    release_state_row(seq);
   } else if (seq->status == SequenceStatus::kWaiting) {
     const auto it = std::find(waiting_.begin(), waiting_.end(), seq);
     if (it != waiting_.end()) waiting_.erase(it);
@@ -78,6 +87,7 @@ void Scheduler::preempt(Sequence* seq, StepPlan& plan) {
   drop_draft(seq);
   running_.erase(std::find(running_.begin(), running_.end(), seq));
   --pool_running_[seq->pool];
+  release_state_row(seq);  // it recomputes from position 0, from a zero state
   blocks_.release(*seq);
   seq->status = SequenceStatus::kWaiting;
   ++seq->n_preemptions;
@@ -142,7 +152,7 @@ StepPlan Scheduler::schedule(int32_t prefill_cap) {
       ++it;
       continue;
     }
-    const bool use_cache = !seq->every_row && (seq->cache_prompt || seq->admitted_once);
+    const bool use_cache = !seq->every_row && (seq->cache_prompt || seq->admitted_once) && options_.state_rows == 0;
     const int32_t hit = blocks_.acquire_prefix(*seq, use_cache ? static_cast<int32_t>(seq->tokens.size()) : 0);
     const int32_t n = tokens_that_fit(*seq, std::min(seq->n_pending(), prefill_left),
                                       static_cast<int32_t>(running_.size()));
@@ -157,6 +167,11 @@ StepPlan Scheduler::schedule(int32_t prefill_cap) {
     }
     it = waiting_.erase(it);
     seq->status = SequenceStatus::kRunning;
+    if (options_.state_rows > 0) {  // one per running sequence: there are as many as slots
+      ONEBIT_CHECK(!free_state_rows_.empty());
+      seq->state_row = free_state_rows_.back();
+      free_state_rows_.pop_back();
+    }
     running_.insert(std::upper_bound(running_.begin(), running_.end(), seq,
                                      [](const Sequence* a, const Sequence* b) { return a->id < b->id; }),
                     seq);

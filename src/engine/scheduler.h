@@ -21,6 +21,9 @@ namespace onebit {
 struct SchedulerOptions {
   std::vector<int32_t> pool_slots = {1};  // running sequences at most, per pool
   int32_t token_budget = 512;             // tokens of a step at most (>= the sum of pool_slots)
+  int32_t state_rows = 0;                 // recurrent models: rows to hand to running sequences
+                                          // (>= the sum of pool_slots); their prompts never take a
+                                          // cached prefix (the state at its end is not kept)
 };
 
 // Tokens [first, first + n) of one sequence, run in this step.
@@ -83,12 +86,14 @@ class Scheduler {
   void add_run(Sequence* seq, int32_t n, StepPlan& plan);
   static void drop_draft(Sequence* seq);
   void insert_waiting(Sequence* seq);  // by id: preempted ones come before newer arrivals
+  void release_state_row(Sequence* seq);
 
   BlockManager& blocks_;
   SchedulerOptions options_;
   std::deque<Sequence*> waiting_;      // by id
   std::vector<Sequence*> running_;     // by id
   std::vector<int32_t> pool_running_;  // [pools]
+  std::vector<int32_t> free_state_rows_;  // recurrent models: rows no running sequence holds
   SchedulerStats stats_;
 };
 

@@ -30,6 +30,7 @@ struct Sequence {
   std::vector<uint64_t> hashes;       // prefix hash of each leading full block committed so far
   SequenceStatus status = SequenceStatus::kWaiting;
   int32_t n_preemptions = 0;
+  int32_t state_row = -1;             // recurrent models: its state row while running, else -1
 
   // Tokens still to run (>= 1 while the sequence lives: the prompt rest, or the last sample and
   // its draft).

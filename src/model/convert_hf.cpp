@@ -46,6 +46,13 @@ struct HfConfig {
   // Mixture of experts (num_experts 0: dense).
   int64_t n_experts = 0, n_experts_used = 0, expert_ffn = 0, shared_expert_ffn = 0;
   bool norm_topk_prob = false;
+  // Hybrid (qwen3next, qwen35, qwen35moe): which layers are linear attention (gated delta net),
+  // and its shape (HF linear_*), the rotary fraction of the attention heads.
+  std::vector<bool> recurrent;
+  int64_t conv_kernel = 0, n_k_heads = 0, n_v_heads = 0, k_head_dim = 0, v_head_dim = 0;
+  double partial_rotary = 1.0;
+  bool hybrid() const { return !recurrent.empty(); }
+  bool tiled_v_heads() const { return arch == "qwen35" || arch == "qwen35moe"; }
 };
 
 Result<int64_t> req_int(const json& c, const char* key, int64_t min, int64_t max) {
@@ -104,6 +111,38 @@ Status read_experts(const json& c, HfConfig& h) {
   return ok_status();
 }
 
+// layer_types (or full_attention_interval, HF's default 4) and the linear-attention shape.
+Status read_hybrid(const json& c, HfConfig& h) {
+  if (c.contains("layer_types") && c["layer_types"].is_array()) {
+    for (const json& t : c["layer_types"]) {
+      const std::string v = t.is_string() ? t.get<std::string>() : "";
+      if (v != "linear_attention" && v != "full_attention") {
+        return cfg_error("layer_types holds '" + t.dump() + "'; allowed: linear_attention, full_attention");
+      }
+      h.recurrent.push_back(v == "linear_attention");
+    }
+    if (int64_t(h.recurrent.size()) != h.n_layers) return cfg_error("layer_types does not list num_hidden_layers layers");
+  } else {
+    const int64_t every = c.value("full_attention_interval", int64_t(4));
+    if (every < 1) return cfg_error("full_attention_interval must be >= 1");
+    for (int64_t l = 0; l < h.n_layers; ++l) h.recurrent.push_back((l + 1) % every != 0);
+  }
+  ONEBIT_ASSIGN_OR_RETURN(h.conv_kernel, req_int(c, "linear_conv_kernel_dim", 2, 8));
+  ONEBIT_ASSIGN_OR_RETURN(h.k_head_dim, req_int(c, "linear_key_head_dim", 1, 4096));
+  ONEBIT_ASSIGN_OR_RETURN(h.v_head_dim, req_int(c, "linear_value_head_dim", 1, 4096));
+  ONEBIT_ASSIGN_OR_RETURN(h.n_k_heads, req_int(c, "linear_num_key_heads", 1, 4096));
+  ONEBIT_ASSIGN_OR_RETURN(h.n_v_heads, req_int(c, "linear_num_value_heads", 1, 4096));
+  if (h.n_v_heads % h.n_k_heads != 0) return cfg_error("linear_num_value_heads must be a multiple of linear_num_key_heads");
+  const json* rp = c.contains("rope_parameters") && c["rope_parameters"].is_object() ? &c["rope_parameters"] : nullptr;
+  if (c.contains("partial_rotary_factor") && c["partial_rotary_factor"].is_number()) {
+    h.partial_rotary = c["partial_rotary_factor"].get<double>();
+  } else if (rp && rp->contains("partial_rotary_factor")) {
+    h.partial_rotary = (*rp)["partial_rotary_factor"].get<double>();
+  }
+  if (!(h.partial_rotary > 0 && h.partial_rotary <= 1)) return cfg_error("partial_rotary_factor must be in (0, 1]");
+  return ok_status();
+}
+
 Result<HfConfig> read_config(const std::string& dir) {
   const fs::path path = fs::path(dir) / "config.json";
   json c;
@@ -121,7 +160,9 @@ Result<HfConfig> read_config(const std::string& dir) {
                               : "";
   const std::pair<const char*, const char*> kClasses[] = {
       {"LlamaForCausalLM", "llama"},         {"Qwen2ForCausalLM", "qwen2"},       {"Qwen3ForCausalLM", "qwen3"},
-      {"Qwen2MoeForCausalLM", "qwen2moe"}, {"Qwen3MoeForCausalLM", "qwen3moe"}};
+      {"Qwen2MoeForCausalLM", "qwen2moe"}, {"Qwen3MoeForCausalLM", "qwen3moe"},
+      {"Qwen3NextForCausalLM", "qwen3next"}, {"Qwen3_5ForCausalLM", "qwen35"},
+      {"Qwen3_5MoeForCausalLM", "qwen35moe"}};
   std::string supported;
   for (const auto& [hf, gguf] : kClasses) {
     supported += (supported.empty() ? "" : ", ") + std::string(hf);
@@ -152,7 +193,9 @@ Result<HfConfig> read_config(const std::string& dir) {
     return cfg_error("attention_bias / mlp_bias are true; llama models with biases are not supported");
   }
   ONEBIT_TRY(read_rope(c, h));
-  if (h.arch.ends_with("moe")) ONEBIT_TRY(read_experts(c, h));
+  if (h.arch.ends_with("moe") || h.arch == "qwen3next") ONEBIT_TRY(read_experts(c, h));
+  if (h.arch == "qwen35moe") h.norm_topk_prob = true;  // Qwen3_5MoeTopKRouter always renormalizes
+  if (h.arch == "qwen3next" || h.arch.starts_with("qwen35")) ONEBIT_TRY(read_hybrid(c, h));
   return h;
 }
 
@@ -276,6 +319,136 @@ Result<OutTensor> stack_experts(const std::vector<const SafetensorsTensor*>& exp
   return out;
 }
 
+// ---- hybrid families (docs/hybrid.md): llama.cpp's GGUF layout and transforms ----
+
+// t's elements as floats, row-major.
+std::vector<float> floats_of(const SafetensorsTensor& t) {
+  std::vector<float> v(size_t(t.n_elements()));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = t.at(int64_t(i));
+  return v;
+}
+
+// rows x cols floats encoded as `type` (F32 vectors when rows == 0: one dimension).
+OutTensor encode_floats(const std::string& name, GgmlType type, int64_t rows, int64_t cols, const std::vector<float>& v) {
+  OutTensor out{name, type, rows == 0 ? std::vector<uint64_t>{uint64_t(cols)} : std::vector<uint64_t>{uint64_t(cols), uint64_t(rows)}, {}};
+  const int64_t n_rows = std::max<int64_t>(rows, 1);
+  const size_t rb = row_size(type, cols).value();
+  out.bytes.resize(rb * size_t(n_rows));
+  for (int64_t r = 0; r < n_rows; ++r) encode_row(type, v.data() + r * cols, cols, out.bytes.data() + size_t(r) * rb);
+  return out;
+}
+
+// Qwen3.5 GGUFs hold value heads in tiled order: slot s is HF (grouped) head (s % nk) * r + s / nk.
+// Reorders n_v_heads blocks of `block` consecutive elements of v starting at `first`.
+void tile_v_heads(std::vector<float>& v, size_t first, size_t block, const HfConfig& h) {
+  const int64_t nk = h.n_k_heads, r = h.n_v_heads / h.n_k_heads;
+  std::vector<float> src(v.begin() + first, v.begin() + first + block * h.n_v_heads);
+  for (int64_t s = 0; s < h.n_v_heads; ++s) {
+    const int64_t from = (s % nk) * r + s / nk;
+    std::copy_n(src.begin() + from * block, block, v.begin() + first + s * block);
+  }
+}
+
+// A linear-attention layer's tensor or a zero-centred norm of the hybrid families, converted; an
+// empty vector when `suffix` (the name after model.layers.<l>.) is not one of them.
+Result<std::vector<OutTensor>> hybrid_tensors(const SafetensorsTensor& t, const std::string& suffix, int64_t layer,
+                                              const HfConfig& h, GgmlType out_type, ConvertReport& report) {
+  const std::string p = "blk." + std::to_string(layer) + ".";
+  const int64_t H = h.hidden_size, nk = h.n_k_heads, nv = h.n_v_heads, dk = h.k_head_dim, dv = h.v_head_dim;
+  const int64_t kd = nk * dk, vd = nv * dv, C = 2 * kd + vd;
+  const auto matrix = [&](const std::string& name, int64_t rows, std::vector<float> v) -> Result<OutTensor> {
+    ONEBIT_ASSIGN_OR_RETURN(GgmlType type, storage_type(t.name, t, out_type, report));
+    return encode_floats(name, type, rows, int64_t(v.size()) / rows, v);
+  };
+  const auto expect = [&](std::vector<int64_t> shape) -> Status {
+    if (t.shape == shape) return ok_status();
+    std::string want, got;
+    for (int64_t d : shape) want += (want.empty() ? "" : ", ") + std::to_string(d);
+    for (int64_t d : t.shape) got += (got.empty() ? "" : ", ") + std::to_string(d);
+    return make_error("convert: " + t.name + " has shape [" + got + "]; the config needs [" + want + "]");
+  };
+  std::vector<OutTensor> out;
+  // Zero-centred RMSNorms (x * (1 + w)): llama.cpp's converter stores 1 + w.
+  const std::map<std::string, std::string> norms = {{"input_layernorm.weight", "attn_norm.weight"},
+                                                    {"post_attention_layernorm.weight", "post_attention_norm.weight"},
+                                                    {"self_attn.q_norm.weight", "attn_q_norm.weight"},
+                                                    {"self_attn.k_norm.weight", "attn_k_norm.weight"}};
+  if (auto it = norms.find(suffix); it != norms.end()) {
+    std::vector<float> v = floats_of(t);
+    for (float& x : v) x += 1.0f;
+    out.push_back(encode_floats(p + it->second, GgmlType::kF32, 0, int64_t(v.size()), v));
+    return out;
+  }
+  if (!suffix.starts_with("linear_attn.")) return out;
+  if (!h.recurrent[size_t(layer)]) return make_error("convert: " + t.name + " in a full_attention layer");
+  const std::string w = suffix.substr(12);
+  std::vector<float> v = floats_of(t);
+  if (w == "in_proj_qkvz.weight") {  // qwen3next: per key head [q dk, k dk, v r*dv, z r*dv]
+    ONEBIT_TRY(expect({2 * kd + 2 * vd, H}));
+    const int64_t r = nv / nk, group = 2 * dk + 2 * r * dv;
+    std::vector<float> qkv, z;
+    const auto rows = [&](std::vector<float>& dst, int64_t g, int64_t first, int64_t n) {
+      dst.insert(dst.end(), v.begin() + (g * group + first) * H, v.begin() + (g * group + first + n) * H);
+    };
+    for (int64_t g = 0; g < nk; ++g) rows(qkv, g, 0, dk);
+    for (int64_t g = 0; g < nk; ++g) rows(qkv, g, dk, dk);
+    for (int64_t g = 0; g < nk; ++g) rows(qkv, g, 2 * dk, r * dv);
+    for (int64_t g = 0; g < nk; ++g) rows(z, g, 2 * dk + r * dv, r * dv);
+    ONEBIT_ASSIGN_OR_RETURN(OutTensor a, matrix(p + "attn_qkv.weight", C, qkv));
+    ONEBIT_ASSIGN_OR_RETURN(OutTensor b, matrix(p + "attn_gate.weight", vd, z));
+    out.push_back(std::move(a));
+    out.push_back(std::move(b));
+  } else if (w == "in_proj_ba.weight") {  // qwen3next: per key head [b r, a r]; written split
+    ONEBIT_TRY(expect({2 * nv, H}));
+    const int64_t r = nv / nk;
+    std::vector<float> beta, alpha;
+    for (int64_t g = 0; g < nk; ++g) {
+      beta.insert(beta.end(), v.begin() + (g * 2 * r) * H, v.begin() + (g * 2 * r + r) * H);
+      alpha.insert(alpha.end(), v.begin() + (g * 2 * r + r) * H, v.begin() + (g * 2 * r + 2 * r) * H);
+    }
+    ONEBIT_ASSIGN_OR_RETURN(OutTensor a, matrix(p + "ssm_beta.weight", nv, beta));
+    ONEBIT_ASSIGN_OR_RETURN(OutTensor b, matrix(p + "ssm_alpha.weight", nv, alpha));
+    out.push_back(std::move(a));
+    out.push_back(std::move(b));
+  } else if (w == "in_proj_qkv.weight") {  // qwen35: [q kd, k kd, v vd]
+    ONEBIT_TRY(expect({C, H}));
+    tile_v_heads(v, size_t(2 * kd * H), size_t(dv * H), h);
+    ONEBIT_ASSIGN_OR_RETURN(OutTensor a, matrix(p + "attn_qkv.weight", C, v));
+    out.push_back(std::move(a));
+  } else if (w == "in_proj_z.weight" || w == "in_proj_b.weight" || w == "in_proj_a.weight") {
+    const bool z = w == "in_proj_z.weight";
+    ONEBIT_TRY(expect({z ? vd : nv, H}));
+    tile_v_heads(v, 0, size_t((z ? dv : 1) * H), h);
+    const std::string name = z ? "attn_gate.weight" : w == "in_proj_b.weight" ? "ssm_beta.weight" : "ssm_alpha.weight";
+    ONEBIT_ASSIGN_OR_RETURN(OutTensor a, matrix(p + name, z ? vd : nv, v));
+    out.push_back(std::move(a));
+  } else if (w == "conv1d.weight") {  // [C, 1, K] -> ne {K, C}, f32
+    ONEBIT_TRY(expect({C, 1, h.conv_kernel}));
+    if (h.tiled_v_heads()) tile_v_heads(v, size_t(2 * kd * h.conv_kernel), size_t(dv * h.conv_kernel), h);
+    out.push_back(encode_floats(p + "ssm_conv1d.weight", GgmlType::kF32, C, h.conv_kernel, v));
+  } else if (w == "dt_bias" || w == "A_log") {
+    ONEBIT_TRY(expect({nv}));
+    if (h.tiled_v_heads()) tile_v_heads(v, 0, 1, h);
+    if (w == "A_log") {
+      for (float& x : v) x = -std::exp(x);  // llama.cpp's ssm_a
+    }
+    out.push_back(encode_floats(p + (w == "A_log" ? "ssm_a" : "ssm_dt.bias"), GgmlType::kF32, 0, nv, v));
+  } else if (w == "norm.weight") {  // the gated norm: plain weight, no + 1
+    ONEBIT_TRY(expect({dv}));
+    out.push_back(encode_floats(p + "ssm_norm.weight", GgmlType::kF32, 0, dv, v));
+  } else if (w == "out_proj.weight") {  // [H, vd]; qwen35: input columns in tiled order
+    ONEBIT_TRY(expect({H, vd}));
+    if (h.tiled_v_heads()) {
+      for (int64_t row = 0; row < H; ++row) tile_v_heads(v, size_t(row * vd), size_t(dv), h);
+    }
+    ONEBIT_ASSIGN_OR_RETURN(OutTensor a, matrix(p + "ssm_out.weight", H, v));
+    out.push_back(std::move(a));
+  } else {
+    return make_error("convert: tensor " + t.name + " is not known for " + h.arch);
+  }
+  return out;
+}
+
 // Llama 3.1 rope scaling as per-frequency divisors (llama.cpp LlamaModel.generate_extra_tensors,
 // HF _compute_llama3_parameters): long wavelengths slow down by `factor`, short ones stay, the
 // band between is blended. Computed in float as both references do.
@@ -314,7 +487,8 @@ void write_hparams(GgufWriter& w, const HfConfig& h, const std::string& name, Gg
   w.set_uint32(a + "attention.head_count_kv", static_cast<uint32_t>(h.n_kv_heads));
   w.set_float32(a + "attention.layer_norm_rms_epsilon", static_cast<float>(h.rms_norm_eps));
   w.set_float32(a + "rope.freq_base", static_cast<float>(h.rope_theta));
-  w.set_uint32(a + "rope.dimension_count", static_cast<uint32_t>(h.head_dim));
+  w.set_uint32(a + "rope.dimension_count", static_cast<uint32_t>(h.hybrid() ? int64_t(double(h.head_dim) * h.partial_rotary)
+                                                                             : h.head_dim));
   if (h.explicit_head_dim) {
     w.set_uint32(a + "attention.key_length", static_cast<uint32_t>(h.head_dim));
     w.set_uint32(a + "attention.value_length", static_cast<uint32_t>(h.head_dim));
@@ -328,6 +502,25 @@ void write_hparams(GgufWriter& w, const HfConfig& h, const std::string& name, Gg
       w.set_uint32(a + "expert_shared_feed_forward_length", static_cast<uint32_t>(h.shared_expert_ffn));
     }
     w.set_bool(a + "expert_weights_norm", h.norm_topk_prob);
+  }
+  if (h.hybrid()) {
+    w.set_uint32(a + "ssm.conv_kernel", uint32_t(h.conv_kernel));
+    w.set_uint32(a + "ssm.state_size", uint32_t(h.k_head_dim));
+    w.set_uint32(a + "ssm.group_count", uint32_t(h.n_k_heads));
+    w.set_uint32(a + "ssm.time_step_rank", uint32_t(h.n_v_heads));
+    w.set_uint32(a + "ssm.inner_size", uint32_t(h.v_head_dim * h.n_v_heads));
+    // The interval when the layers follow it (llama.cpp reads only that), else the per-layer list.
+    bool interval = h.n_layers >= 4;
+    for (int64_t l = 0; l < h.n_layers; ++l) interval = interval && h.recurrent[size_t(l)] == ((l + 1) % 4 != 0);
+    if (interval) {
+      w.set_uint32(a + "full_attention_interval", 4);
+    } else {
+      w.set_bool_array(a + "attention.recurrent_layers", h.recurrent);
+    }
+    if (h.tiled_v_heads()) {
+      const int32_t sections[] = {11, 11, 10, 0};
+      w.set_array<int32_t>(a + "rope.dimension_sections", sections);
+    }
   }
   if (h.rope_scaling == "linear" || h.rope_scaling == "yarn") {
     w.set_string(a + "rope.scaling.type", h.rope_scaling);
@@ -396,6 +589,31 @@ Result<ConvertReport> convert_hf(const ConvertOptions& o) {
       slot.resize(size_t(h.n_experts), nullptr);
       slot[size_t(e->expert)] = &t;
       continue;
+    }
+    if (h.hybrid() && hf_name.starts_with("mtp.")) {
+      if (report.warnings.empty() || !report.warnings.back().starts_with("mtp.*")) {
+        report.warnings.push_back("mtp.* tensors (the model's multi-token-prediction layers) are not converted yet");
+      }
+      continue;
+    }
+    if (h.hybrid() && hf_name == "model.norm.weight") {  // zero-centred: 1 + w
+      std::vector<float> v = floats_of(t);
+      for (float& x : v) x += 1.0f;
+      out.push_back(encode_floats("output_norm.weight", GgmlType::kF32, 0, int64_t(v.size()), v));
+      continue;
+    }
+    if (h.hybrid() && hf_name.starts_with("model.layers.")) {
+      const size_t dot = hf_name.find('.', 13);
+      const std::string idx = hf_name.substr(13, dot - 13);
+      if (dot != std::string::npos && !idx.empty() && idx.find_first_not_of("0123456789") == std::string::npos &&
+          std::stoll(idx) < h.n_layers) {
+        ONEBIT_ASSIGN_OR_RETURN(std::vector<OutTensor> ts, hybrid_tensors(t, hf_name.substr(dot + 1), std::stoll(idx), h,
+                                                                         o.out_type, report));
+        if (!ts.empty()) {
+          for (OutTensor& ot : ts) out.push_back(std::move(ot));
+          continue;
+        }
+      }
     }
     if (hf_name.ends_with("mlp.shared_expert_gate.weight")) {  // [1, hidden] -> 1-D F32 as llama.cpp
       ONEBIT_ASSIGN_OR_RETURN(std::string name, gguf_name(hf_name, h));

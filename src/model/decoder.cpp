@@ -1,8 +1,11 @@
 // The decoder forward every family in model_config.cpp's table runs (llama, qwen2: q/k/v biases,
 // qwen3: per-head q/k RMSNorm, qwen2moe / qwen3moe: mixture-of-experts FFNs, qwen2moe with a
-// shared expert): per layer x += attention(attn_norm(x)); x += ffn(ffn_norm(x)), the FFN dense or
-// a mixture per layer. References: HF modeling_llama.py / modeling_qwen2.py / modeling_qwen3.py /
-// modeling_qwen2_moe.py / modeling_qwen3_moe.py (DecoderLayer.forward), llama.cpp src/models/.
+// shared expert; the hybrids qwen3next / qwen35 / qwen35moe: gated delta-net layers beside gated
+// attention): per layer x += mixer(attn_norm(x)); x += ffn(ffn_norm(x)), the mixer attention or a
+// delta net and the FFN dense or a mixture per layer. References: HF modeling_llama.py /
+// modeling_qwen2.py / modeling_qwen3.py / modeling_qwen2_moe.py / modeling_qwen3_moe.py /
+// modeling_qwen3_next.py / modeling_qwen3_5.py (DecoderLayer.forward), llama.cpp src/models/,
+// docs/hybrid.md.
 #include "model/model_internal.h"
 
 namespace onebit {
@@ -17,7 +20,14 @@ BlockDims Model::block_dims() const {
   d.ffn = c.intermediate_size;
   d.eps = c.rms_norm_eps;
   d.rope = c.rope;
+  d.gated_q = c.gated_attention;
   return d;
+}
+
+DeltaNetDims Model::delta_dims() const {
+  const ModelConfig& c = config_;
+  return DeltaNetDims{c.hidden_size, c.ssm_k_heads, c.ssm_v_heads, c.ssm_k_dim, c.ssm_v_dim, c.ssm_conv_kernel,
+                      c.ssm_tiled, c.rms_norm_eps};
 }
 
 MoeDims Model::moe_dims() const {
@@ -31,12 +41,20 @@ Result<LayerWeights> bind_layer(const GgufFile& f, Backend& be, const ModelConfi
   BlockDims d;
   d.hidden = c.hidden_size;
   d.n_heads = c.n_heads;
+  d.gated_q = c.gated_attention;
   d.n_kv_heads = c.n_kv_heads;
   d.head_dim = c.head_dim;
   LayerWeights L;
   ONEBIT_ASSIGN_OR_RETURN(L.attn_norm, bind_tensor(f, be, p + "attn_norm.weight", 1, c.hidden_size));
-  ONEBIT_ASSIGN_OR_RETURN(L.attn, bind_attention(f, be, d, l, c.has_qkv_bias, c.has_qk_norm));
-  ONEBIT_ASSIGN_OR_RETURN(L.ffn_norm, bind_tensor(f, be, p + "ffn_norm.weight", 1, c.hidden_size));
+  if (c.is_recurrent(l)) {
+    const DeltaNetDims dd{c.hidden_size, c.ssm_k_heads, c.ssm_v_heads, c.ssm_k_dim, c.ssm_v_dim, c.ssm_conv_kernel,
+                          c.ssm_tiled, c.rms_norm_eps};
+    ONEBIT_ASSIGN_OR_RETURN(L.delta, bind_delta_net(f, be, dd, l));
+  } else {
+    ONEBIT_ASSIGN_OR_RETURN(L.attn, bind_attention(f, be, d, l, c.has_qkv_bias, c.has_qk_norm));
+  }
+  const std::string post_norm = c.recurrent.empty() ? "ffn_norm.weight" : "post_attention_norm.weight";
+  ONEBIT_ASSIGN_OR_RETURN(L.ffn_norm, bind_tensor(f, be, p + post_norm, 1, c.hidden_size));
   if (c.n_experts > 0 && f.find_tensor(p + "ffn_gate_inp.weight") != nullptr) {
     const MoeDims md{c.hidden_size, c.n_experts, c.n_experts_used, c.expert_ffn, c.shared_expert_ffn,
                      c.expert_weights_norm};
@@ -58,6 +76,9 @@ void Model::forward_decoder(const KvPool& pool, int64_t n, int64_t n_seqs, int64
   const float eps = c.rms_norm_eps;
   const BlockDims d = block_dims();
   const MoeDims md = moe_dims();
+  const DeltaNetDims dd = delta_dims();
+  // recurrent layers: each sequence's state row (I32 [1, n_seqs])
+  const Tensor state_rows = c.recurrent.empty() ? Tensor{} : s.state_rows.rows(0, n_seqs).reshaped(1, n_seqs);
   const Tensor ids = s.ids.rows(0, n).reshaped(1, n);  // I32 [1, n]
   const Tensor pos = s.positions.rows(0, n).reshaped(1, n);
   // Each token's RoPE position is also its causal limit.
@@ -78,7 +99,12 @@ void Model::forward_decoder(const KvPool& pool, int64_t n, int64_t n_seqs, int64
     // attention: x += attn(attn_norm(x)), K/V of the step's tokens stored in the pool first
     be.rms_norm(x, L.attn_norm, eps, h);
     observe("attn_norm", layer, h);
-    attention_block(be, d, L.attn, h, rows, pool.k[layer], pool.v[layer], pool.block_size, s.attn, o, &obs);
+    if (c.is_recurrent(layer)) {
+      delta_net_block(be, dd, L.delta, h, RecurrentRows{rows.seq_ids, state_rows}, pool.conv[layer], pool.ssm[layer],
+                      s.delta, o);
+    } else {
+      attention_block(be, d, L.attn, h, rows, pool.k[layer], pool.v[layer], pool.block_size, s.attn, o, &obs);
+    }
     observe("attn_out", layer, o);
     be.add(x, o, x);
     observe("ffn_inp", layer, x);

@@ -82,7 +82,7 @@ Result<AttentionWeights> bind_attention(const GgufFile& f, Backend& be, const Bl
   const std::string p = "blk." + std::to_string(layer) + ".";
   const int64_t qd = int64_t(d.n_heads) * d.head_dim, kvd = int64_t(d.n_kv_heads) * d.head_dim;
   AttentionWeights w;
-  ONEBIT_ASSIGN_OR_RETURN(w.wq, bind_tensor(f, be, p + "attn_q.weight", qd, d.hidden));
+  ONEBIT_ASSIGN_OR_RETURN(w.wq, bind_tensor(f, be, p + "attn_q.weight", d.gated_q ? 2 * qd : qd, d.hidden));
   ONEBIT_ASSIGN_OR_RETURN(w.wk, bind_tensor(f, be, p + "attn_k.weight", kvd, d.hidden));
   ONEBIT_ASSIGN_OR_RETURN(w.wv, bind_tensor(f, be, p + "attn_v.weight", kvd, d.hidden));
   if (bias) {
@@ -95,6 +95,27 @@ Result<AttentionWeights> bind_attention(const GgufFile& f, Backend& be, const Bl
     ONEBIT_ASSIGN_OR_RETURN(w.k_norm, bind_tensor(f, be, p + "attn_k_norm.weight", 1, d.head_dim));
   }
   ONEBIT_ASSIGN_OR_RETURN(w.wo, bind_tensor(f, be, p + "attn_output.weight", d.hidden, qd));
+  return w;
+}
+
+Result<DeltaNetWeights> bind_delta_net(const GgufFile& f, Backend& be, const DeltaNetDims& d, int32_t layer) {
+  const std::string p = "blk." + std::to_string(layer) + ".";
+  if (f.find_tensor(p + "ssm_ba.weight") != nullptr) {
+    return tensor_error(p + "ssm_ba.weight (llama.cpp's fused beta/alpha projection) is not read yet; convert the "
+                        "Hugging Face checkpoint with '1bit convert', which writes ssm_beta and ssm_alpha");
+  }
+  const int64_t vd = int64_t(d.v_heads) * d.dv;
+  DeltaNetWeights w;
+  ONEBIT_ASSIGN_OR_RETURN(w.qkv, bind_tensor(f, be, p + "attn_qkv.weight", d.channels(), d.hidden));
+  ONEBIT_ASSIGN_OR_RETURN(w.gate, bind_tensor(f, be, p + "attn_gate.weight", vd, d.hidden));
+  ONEBIT_ASSIGN_OR_RETURN(w.beta, bind_tensor(f, be, p + "ssm_beta.weight", d.v_heads, d.hidden));
+  ONEBIT_ASSIGN_OR_RETURN(w.alpha, bind_tensor(f, be, p + "ssm_alpha.weight", d.v_heads, d.hidden));
+  ONEBIT_ASSIGN_OR_RETURN(w.conv, bind_tensor(f, be, p + "ssm_conv1d.weight", d.channels(), d.conv_kernel));
+  ONEBIT_ASSIGN_OR_RETURN(w.dt_bias, bind_tensor(f, be, p + "ssm_dt.bias", 1, d.v_heads));
+  ONEBIT_ASSIGN_OR_RETURN(w.A, bind_tensor(f, be, p + "ssm_a", 1, d.v_heads));
+  ONEBIT_ASSIGN_OR_RETURN(w.norm, bind_tensor(f, be, p + "ssm_norm.weight", 1, d.dv));
+  ONEBIT_ASSIGN_OR_RETURN(w.out, bind_tensor(f, be, p + "ssm_out.weight", d.hidden, vd));
+  if (w.conv.type != GgmlType::kF32) return tensor_error(p + "ssm_conv1d.weight must be f32 (re-convert the model)");
   return w;
 }
 
@@ -127,11 +148,31 @@ Result<MoeWeights> bind_moe(const GgufFile& f, Backend& be, const MoeDims& d, in
 
 Status AttentionScratch::alloc(Backend& be, const BlockDims& d, int64_t n) {
   const int64_t qd = int64_t(d.n_heads) * d.head_dim, kvd = int64_t(d.n_kv_heads) * d.head_dim;
-  return alloc_all(be, {{&q, GgmlType::kF32, n, qd}, {&attn, GgmlType::kF32, n, qd},
-                        {&k, GgmlType::kF32, n, kvd}, {&v, GgmlType::kF32, n, kvd}}, "attention scratch");
+  ONEBIT_TRY(alloc_all(be, {{&q, GgmlType::kF32, n, qd}, {&attn, GgmlType::kF32, n, qd},
+                            {&k, GgmlType::kF32, n, kvd}, {&v, GgmlType::kF32, n, kvd}}, "attention scratch"));
+  if (!d.gated_q) return ok_status();
+  return alloc_all(be, {{&qg, GgmlType::kF32, n, 2 * qd}}, "attention scratch");
 }
 
-void AttentionScratch::free_all(Backend& be) { free_all_of(be, {&q, &attn, &k, &v}); }
+void AttentionScratch::free_all(Backend& be) { free_all_of(be, {&q, &attn, &qg, &k, &v}); }
+
+Status DeltaNetScratch::alloc(Backend& be, const DeltaNetDims& d, int64_t n) {
+  const int64_t kd = int64_t(d.k_heads) * d.dk, vd = int64_t(d.v_heads) * d.dv;
+  ONEBIT_TRY(alloc_all(be, {{&qkv, GgmlType::kF32, n, d.channels()}, {&conv, GgmlType::kF32, n, d.channels()},
+                            {&q, GgmlType::kF32, n, kd}, {&k, GgmlType::kF32, n, kd}, {&z, GgmlType::kF32, n, vd},
+                            {&o, GgmlType::kF32, n, vd}, {&a, GgmlType::kF32, n, d.v_heads},
+                            {&b, GgmlType::kF32, n, d.v_heads}, {&q_scale, GgmlType::kF32, 1, d.dk},
+                            {&k_scale, GgmlType::kF32, 1, d.dk}}, "delta-net scratch"));
+  const std::vector<float> qs(size_t(d.dk), 1.0f / float(d.dk)), ks(size_t(d.dk), 1.0f / std::sqrt(float(d.dk)));
+  be.write(q_scale, qs.data());
+  be.write(k_scale, ks.data());
+  be.synchronize();  // qs and ks go out of scope
+  return ok_status();
+}
+
+void DeltaNetScratch::free_all(Backend& be) {
+  free_all_of(be, {&qkv, &conv, &q, &k, &z, &o, &a, &b, &q_scale, &k_scale});
+}
 
 Status MoeScratch::alloc(Backend& be, const MoeDims& d, int64_t n) {
   const int64_t pairs = n * d.top_k;
@@ -180,7 +221,19 @@ void attention_block(Backend& be, const BlockDims& d, const AttentionWeights& w,
   const int64_t n = h.n_rows;
   const Tensor q = s.q.rows(0, n);        // [n, n_heads * head_dim]
   const Tensor attn = s.attn.rows(0, n);  // [n, n_heads * head_dim]
-  be.matmul(w.wq, h, q);
+  Tensor gate;                            // gated_q: [n * n_heads, head_dim] view of the gate halves
+  if (d.gated_q) {
+    // wq's rows per head are [q (head_dim) | gate (head_dim)]: q is copied out, the gate stays.
+    const Tensor qg = s.qg.rows(0, n).reshaped(n * d.n_heads, 2 * d.head_dim);
+    be.matmul(w.wq, h, s.qg.rows(0, n));
+    Tensor q_half = qg;
+    q_half.n_cols = d.head_dim;
+    gate = q_half;
+    gate.offset_bytes += size_t(d.head_dim) * sizeof(float);
+    be.copy(q_half, q.reshaped(n * d.n_heads, d.head_dim));
+  } else {
+    be.matmul(w.wq, h, q);
+  }
   if (w.bq.valid()) be.add(q, w.bq, q);
   if (w.q_norm.valid()) {
     const Tensor q_heads = q.reshaped(n * d.n_heads, d.head_dim);  // [n * n_heads, head_dim]
@@ -200,7 +253,47 @@ void attention_block(Backend& be, const BlockDims& d, const AttentionWeights& w,
   ap.block_size = block_size;
   be.paged_attention(q, k_pool, v_pool, r.attn_pos, r.seq_ids, r.tables, attn, ap);
   observe(obs, "kq_out", attn);
+  if (d.gated_q) {  // attn * sigmoid(gate), per head
+    const Tensor heads = attn.reshaped(n * d.n_heads, d.head_dim);
+    be.sigmoid_mul(heads, gate, heads);
+  }
   be.matmul(w.wo, attn, out);
+}
+
+void delta_net_block(Backend& be, const DeltaNetDims& d, const DeltaNetWeights& w, const Tensor& h,
+                     const RecurrentRows& r, const Tensor& conv_states, const Tensor& ssm_states,
+                     const DeltaNetScratch& s, const Tensor& out) {
+  const int64_t n = h.n_rows, kd = int64_t(d.k_heads) * d.dk;
+  const Tensor qkv = s.qkv.rows(0, n), conv = s.conv.rows(0, n);  // [n, channels]
+  const Tensor q = s.q.rows(0, n), k = s.k.rows(0, n);              // [n, kd]
+  const Tensor z = s.z.rows(0, n), o = s.o.rows(0, n);              // [n, v_heads * dv]
+  const Tensor a = s.a.rows(0, n), b = s.b.rows(0, n);              // [n, v_heads]
+  // projections; the short convolution (SiLU) over [q | k | v] continues each sequence's inputs
+  be.matmul(w.qkv, h, qkv);
+  be.ssm_conv(qkv, w.conv, r.seq_ids, r.state_rows, conv_states, /*silu=*/true, conv);
+  const auto cols = [&](int64_t first, int64_t count) {  // [n, count] view of conv's columns
+    Tensor t = conv;
+    t.offset_bytes += size_t(first) * sizeof(float);
+    t.n_cols = count;
+    return t;
+  };
+  be.copy(cols(0, kd), q);
+  be.copy(cols(kd, kd), k);
+  // l2 norm per key head (HF: x * rsqrt(sum x^2 + 1e-6)) as rms_norm(x, 1e-6 / dk) / sqrt(dk);
+  // q also scaled by dk^-1/2
+  const float l2_eps = 1e-6f / float(d.dk);
+  be.rms_norm(q.reshaped(n * d.k_heads, d.dk), s.q_scale, l2_eps, q.reshaped(n * d.k_heads, d.dk));
+  be.rms_norm(k.reshaped(n * d.k_heads, d.dk), s.k_scale, l2_eps, k.reshaped(n * d.k_heads, d.dk));
+  be.matmul(w.alpha, h, a);
+  be.matmul(w.beta, h, b);
+  be.gated_delta_rule(q, k, cols(2 * kd, int64_t(d.v_heads) * d.dv), a, b, w.A, w.dt_bias, r.seq_ids, r.state_rows,
+                      ssm_states, o, DeltaParams{d.k_heads, d.tiled});
+  // gated norm per value head: rms_norm(o) * norm * silu(z), then the output projection
+  const Tensor o_heads = o.reshaped(n * d.v_heads, d.dv);
+  be.rms_norm(o_heads, w.norm, d.eps, o_heads);
+  be.matmul(w.gate, h, z);
+  be.swiglu(z, o, z);
+  be.matmul(w.out, z, out);
 }
 
 void swiglu_ffn(Backend& be, const FfnWeights& w, const Tensor& h, const Tensor& gate, const Tensor& up,

@@ -22,6 +22,7 @@ struct BlockDims {
   int32_t hidden = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0, ffn = 0;
   float eps = 1e-6f;
   RopeParams rope;  // n_heads/head_dim filled per tensor by the block
+  bool gated_q = false;  // Qwen3-Next: wq's rows are [q | gate] per head; the output is gated
 };
 
 // Per-row inputs of a block: all I32 [1, n] except tables [n_seqs, max_blocks].
@@ -65,9 +66,46 @@ struct MoeDims {
   bool normalize = false;           // renormalize the top-k weights to sum 1
 };
 
+// A gated delta-net layer (Qwen3-Next / Qwen3.5 linear attention, llama.cpp's tensor names).
+struct DeltaNetWeights {
+  Tensor qkv;                       // attn_qkv [2 * k_heads * dk + v_heads * dv, hidden]
+  Tensor gate;                      // attn_gate [v_heads * dv, hidden] (z)
+  Tensor beta, alpha;               // ssm_beta, ssm_alpha [v_heads, hidden] (b, a)
+  Tensor conv;                      // ssm_conv1d F32 [channels, conv_kernel]
+  Tensor dt_bias;                   // ssm_dt.bias F32 [1, v_heads]
+  Tensor A;                         // ssm_a F32 [1, v_heads] (-exp(A_log))
+  Tensor norm;                      // ssm_norm F32 [1, dv]
+  Tensor out;                       // ssm_out [hidden, v_heads * dv]
+};
+
+struct DeltaNetDims {
+  int32_t hidden = 0, k_heads = 0, v_heads = 0, dk = 0, dv = 0, conv_kernel = 0;
+  bool tiled = false;               // value heads in tiled order (Qwen3.5 GGUFs)
+  float eps = 1e-6f;                // the gated norm's
+  int64_t channels() const { return 2 * int64_t(k_heads) * dk + int64_t(v_heads) * dv; }
+};
+
+// Activations of a delta-net layer, sized for max_rows rows, and the constant l2-norm weights.
+struct DeltaNetScratch {
+  Tensor qkv, conv;                 // [max_rows, channels] projections, after the convolution
+  Tensor q, k;                      // [max_rows, k_heads * dk]
+  Tensor z, o;                      // [max_rows, v_heads * dv]
+  Tensor a, b;                      // [max_rows, v_heads]
+  Tensor q_scale, k_scale;          // [1, dk]: 1 / dk and 1 / sqrt(dk) (l2 norm through rms_norm)
+  Status alloc(Backend& be, const DeltaNetDims& d, int64_t max_rows);
+  void free_all(Backend& be);
+};
+
+// A step's per-sequence inputs of the recurrent layers: seq_ids I32 [1, n], state_rows I32 [1,
+// n_seqs]; and one layer's state tensors.
+struct RecurrentRows {
+  Tensor seq_ids, state_rows;
+};
+
 // Activations of the attention block, sized for max_rows rows.
 struct AttentionScratch {
   Tensor q, attn;                   // [max_rows, n_heads * head_dim]
+  Tensor qg;                        // [max_rows, 2 * n_heads * head_dim] when gated_q
   Tensor k, v;                      // [max_rows, n_kv_heads * head_dim]
   Status alloc(Backend& be, const BlockDims& d, int64_t max_rows);
   void free_all(Backend& be);
@@ -94,10 +132,13 @@ struct MoeScratch {
 Result<Tensor> bind_tensor(const GgufFile& f, Backend& backend, const std::string& name, int64_t n_rows,
                            int64_t n_cols, bool optional = false, int64_t n_stack = 0);
 
-// blk.<layer>.attn_{q,k,v,output}.weight, with attn_{q,k,v}.bias when `bias`, attn_{q,k}_norm
-// when `qk_norm`.
+// blk.<layer>.attn_{q,k,v,output}.weight (attn_q with twice the rows when d.gated_q), with
+// attn_{q,k,v}.bias when `bias`, attn_{q,k}_norm when `qk_norm`.
 Result<AttentionWeights> bind_attention(const GgufFile& f, Backend& be, const BlockDims& d, int32_t layer, bool bias,
                                         bool qk_norm);
+// blk.<layer>.{attn_qkv, attn_gate, ssm_beta, ssm_alpha, ssm_conv1d, ssm_out, ssm_norm}.weight,
+// ssm_dt.bias and ssm_a. A Qwen3-Next file with llama.cpp's fused ssm_ba is refused (re-convert).
+Result<DeltaNetWeights> bind_delta_net(const GgufFile& f, Backend& be, const DeltaNetDims& d, int32_t layer);
 // blk.<layer>.ffn_{gate,up,down}<suffix>.weight of width ffn.
 Result<FfnWeights> bind_ffn(const GgufFile& f, Backend& be, int32_t layer, int64_t hidden, int64_t ffn,
                             const std::string& suffix = "");
@@ -116,6 +157,13 @@ void store_kv_rows(Backend& be, const BlockDims& d, const AttentionWeights& w, c
 void attention_block(Backend& be, const BlockDims& d, const AttentionWeights& w, const Tensor& h, const BlockRows& r,
                      const Tensor& k_pool, const Tensor& v_pool, int32_t block_size, const AttentionScratch& s,
                      const Tensor& out, const Observe* obs = nullptr);
+
+// out [n, hidden] = the gated delta net of h [n, hidden] (normed): qkv = conv(h wqkv^T) with SiLU
+// (the sequence's last inputs in conv_states), q and k l2-normalized (q also by dk^-1/2), the delta
+// rule over ssm_states, o = rms_norm(o) * norm * silu(h wz^T), out = o wout^T. out must not alias h.
+void delta_net_block(Backend& be, const DeltaNetDims& d, const DeltaNetWeights& w, const Tensor& h,
+                     const RecurrentRows& r, const Tensor& conv_states, const Tensor& ssm_states,
+                     const DeltaNetScratch& s, const Tensor& out);
 
 // out [n, hidden] = down(silu(gate h) * up h); gate, up [n, ffn] scratch. out must not alias h.
 void swiglu_ffn(Backend& be, const FfnWeights& w, const Tensor& h, const Tensor& gate, const Tensor& up,

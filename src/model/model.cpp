@@ -3,6 +3,7 @@
 #include "model/model.h"
 
 #include <algorithm>
+#include <tuple>
 
 #include "base/check.h"
 #include "model/model_internal.h"
@@ -63,14 +64,26 @@ void StepBatch::clear() {
   block_tables.clear();
   max_blocks = 0;
   out_rows.clear();
+  state_rows.clear();
 }
 
 int64_t Model::kv_bytes_per_token(GgmlType type) const {
   const int64_t elem = type == GgmlType::kF16 ? 2 : 4;
-  return 2 * int64_t(config_.n_layers) * config_.n_kv_heads * config_.head_dim * elem;
+  int64_t attention_layers = 0;
+  for (int32_t l = 0; l < config_.n_layers; ++l) attention_layers += !config_.is_recurrent(l);
+  return 2 * attention_layers * config_.n_kv_heads * config_.head_dim * elem;
 }
 
-Result<KvPool> Model::new_kv_pool(int32_t n_blocks, int32_t block_size, GgmlType type) {
+int64_t Model::state_bytes_per_sequence() const {
+  const ModelConfig& c = config_;
+  int64_t recurrent = 0;
+  for (int32_t l = 0; l < c.n_layers; ++l) recurrent += c.is_recurrent(l);
+  const int64_t per_layer = int64_t(c.ssm_conv_kernel - 1) * c.ssm_channels() +
+                            int64_t(c.ssm_v_heads) * c.ssm_k_dim * c.ssm_v_dim;
+  return recurrent * per_layer * int64_t(sizeof(float));
+}
+
+Result<KvPool> Model::new_kv_pool(int32_t n_blocks, int32_t block_size, GgmlType type, int32_t n_states) {
   if (n_blocks < 1 || block_size < 1) {
     return make_error("kv pool: " + std::to_string(n_blocks) + " blocks of " + std::to_string(block_size) +
                       " positions; need at least one of one");
@@ -79,21 +92,39 @@ Result<KvPool> Model::new_kv_pool(int32_t n_blocks, int32_t block_size, GgmlType
     return make_error(std::string("kv pool: cache type ") + ggml_type_name(static_cast<uint32_t>(type)) +
                       " is not supported; use f16 or f32");
   }
+  const ModelConfig& c = config_;
+  if (!c.recurrent.empty() && n_states < 1) {
+    return make_error("kv pool: the model has recurrent layers and needs a state row per sequence");
+  }
   KvPool pool;
   pool.type = type;
   pool.block_size = block_size;
   pool.n_blocks = n_blocks;
-  const int64_t rows = int64_t(n_blocks) * block_size, kv_dim = int64_t(config_.n_kv_heads) * config_.head_dim;
-  for (int32_t l = 0; l < config_.n_layers; ++l) {
-    auto k = backend_.alloc(type, rows, kv_dim);
-    auto v = k.ok() ? backend_.alloc(type, rows, kv_dim) : k;
-    if (!k.ok() || !v.ok()) {
-      if (k.ok()) backend_.free(*k);
-      free_kv_pool(pool);
-      return make_error("kv pool: " + (k.ok() ? v : k).message());
+  pool.n_states = c.recurrent.empty() ? 0 : n_states;
+  const int64_t rows = int64_t(n_blocks) * block_size, kv_dim = int64_t(c.n_kv_heads) * c.head_dim;
+  const auto alloc = [&](GgmlType t, int64_t r, int64_t cols, std::vector<Tensor>& into) -> Status {
+    auto a = backend_.alloc(t, r, cols);
+    if (!a.ok()) return make_error("kv pool: " + a.message());
+    into.push_back(*a);
+    return ok_status();
+  };
+  for (int32_t l = 0; l < c.n_layers; ++l) {
+    Status st = ok_status();
+    if (c.is_recurrent(l)) {  // state rows; no K/V
+      pool.k.push_back(Tensor{});
+      pool.v.push_back(Tensor{});
+      st = alloc(GgmlType::kF32, n_states, int64_t(c.ssm_conv_kernel - 1) * c.ssm_channels(), pool.conv);
+      if (st.ok()) st = alloc(GgmlType::kF32, n_states, int64_t(c.ssm_v_heads) * c.ssm_k_dim * c.ssm_v_dim, pool.ssm);
+    } else {
+      pool.conv.push_back(Tensor{});
+      pool.ssm.push_back(Tensor{});
+      st = alloc(type, rows, kv_dim, pool.k);
+      if (st.ok()) st = alloc(type, rows, kv_dim, pool.v);
     }
-    pool.k.push_back(*k);
-    pool.v.push_back(*v);
+    if (!st.ok()) {
+      free_kv_pool(pool);
+      return st.error();
+    }
   }
   return pool;
 }
@@ -101,16 +132,19 @@ Result<KvPool> Model::new_kv_pool(int32_t n_blocks, int32_t block_size, GgmlType
 void Model::copy_kv_block(const KvPool& pool, int32_t src, int32_t dst) {
   const int64_t bs = pool.block_size;
   for (size_t l = 0; l < pool.k.size(); ++l) {
+    if (!pool.k[l].valid()) continue;  // a recurrent layer
     backend_.copy(pool.k[l].rows(src * bs, bs), pool.k[l].rows(dst * bs, bs));
     backend_.copy(pool.v[l].rows(src * bs, bs), pool.v[l].rows(dst * bs, bs));
   }
 }
 
 void Model::free_kv_pool(KvPool& pool) {
-  for (auto& t : pool.k) backend_.free(t);
-  for (auto& t : pool.v) backend_.free(t);
-  pool.k.clear();
-  pool.v.clear();
+  for (auto* ts : {&pool.k, &pool.v, &pool.conv, &pool.ssm}) {
+    for (auto& t : *ts) {
+      if (t.valid()) backend_.free(t);
+    }
+    ts->clear();
+  }
 }
 
 Status Model::reserve(const StepLimits& lim) {
@@ -151,6 +185,18 @@ Status Model::reserve(const StepLimits& lim) {
   }
   Status st = s.attn.alloc(backend_, block_dims(), n);
   if (st.ok() && c.n_experts > 0) st = s.moe.alloc(backend_, moe_dims(), n);
+  if (st.ok() && !c.recurrent.empty()) {
+    st = s.delta.alloc(backend_, delta_dims(), n);
+    const int64_t widest = std::max(int64_t(c.ssm_conv_kernel - 1) * c.ssm_channels(),
+                                    int64_t(c.ssm_v_heads) * c.ssm_k_dim * c.ssm_v_dim);
+    for (auto [t, type, rows, cols] : {std::tuple{&s.state_rows, GgmlType::kI32, int64_t(lim.max_seqs), int64_t(1)},
+                                       std::tuple{&s.zero, GgmlType::kF32, int64_t(1), widest}}) {
+      if (!st.ok()) break;
+      auto a = backend_.alloc(type, rows, cols);
+      if (a.ok()) *t = *a;
+      else st = make_error(a.message());
+    }
+  }
   if (!st.ok()) {
     s.free_all(backend_);
     return make_error("forward: step buffers for " + std::to_string(n) + " tokens: " + st.message());
@@ -175,6 +221,11 @@ void Model::Scratch::free_all(Backend& backend) {
   }
   attn.free_all(backend);
   moe.free_all(backend);
+  delta.free_all(backend);
+  for (Tensor* t : {&state_rows, &zero}) {
+    if (t->valid()) backend.free(*t);
+    *t = Tensor{};
+  }
 }
 
 void Model::observe(std::string_view name, int layer_idx, const Tensor& t) {
@@ -237,6 +288,17 @@ Status Model::validate(const StepBatch& b, const KvPool& pool) const {
       return make_error("forward: output rows must be increasing token indices");
     }
   }
+  // Recurrent layers: one distinct state row of the pool per sequence.
+  if (!config_.recurrent.empty()) {
+    if (int64_t(b.state_rows.size()) != n_seqs) {
+      return make_error("forward: the model has recurrent layers; the step needs a state row per sequence");
+    }
+    std::vector<int32_t> rows = b.state_rows;
+    std::sort(rows.begin(), rows.end());
+    if (rows.front() < 0 || rows.back() >= pool.n_states || std::adjacent_find(rows.begin(), rows.end()) != rows.end()) {
+      return make_error("forward: state rows must be distinct rows of the pool's " + std::to_string(pool.n_states));
+    }
+  }
   return ok_status();
 }
 
@@ -251,6 +313,24 @@ Status Model::forward(const StepBatch& b, KvPool& pool, std::vector<float>& logi
   backend_.write(first_i32(sc.seq_ids, n), b.seq_ids.data());
   backend_.write(first_i32(sc.block_tables, int64_t(b.block_tables.size())), b.block_tables.data());
   if (n_out > 0) backend_.write(first_i32(sc.out_ids, n_out), b.out_rows.data());
+  if (!config_.recurrent.empty()) {
+    backend_.write(first_i32(sc.state_rows, n_seqs), b.state_rows.data());
+    // A sequence whose step starts at position 0 starts from a zero state (a new sequence, or one
+    // recomputed after a preemption).
+    std::vector<int32_t> first(static_cast<size_t>(n_seqs), INT32_MAX);
+    for (int64_t i = 0; i < n; ++i) first[b.seq_ids[i]] = std::min(first[b.seq_ids[i]], b.positions[i]);
+    for (int64_t q = 0; q < n_seqs; ++q) {
+      if (first[q] != 0) continue;
+      for (int32_t l = 0; l < config_.n_layers; ++l) {
+        if (!config_.is_recurrent(l)) continue;
+        for (const Tensor* states : {&pool.conv[l], &pool.ssm[l]}) {
+          Tensor zeros = sc.zero;
+          zeros.n_cols = states->n_cols;
+          backend_.copy(zeros, states->rows(b.state_rows[q], 1));
+        }
+      }
+    }
+  }
   forward_decoder(pool, n, n_seqs, b.max_blocks, n_out);
   logits.resize(limits_.logits ? static_cast<size_t>(n_out * config_.vocab_size) : 0);
   if (n_out > 0 && limits_.logits) backend_.read(sc.logits.rows(0, n_out), logits.data());
@@ -270,7 +350,8 @@ Result<KvCache> Model::new_kv_cache(int32_t n_ctx) {
   if (n_ctx < 1) return make_error("kv cache: context of " + std::to_string(n_ctx) + " positions; need at least 1");
   KvCache kv;
   kv.n_ctx = n_ctx;
-  ONEBIT_ASSIGN_OR_RETURN(kv.pool, new_kv_pool((n_ctx + kCacheBlock - 1) / kCacheBlock, kCacheBlock, GgmlType::kF32));
+  ONEBIT_ASSIGN_OR_RETURN(kv.pool, new_kv_pool((n_ctx + kCacheBlock - 1) / kCacheBlock, kCacheBlock, GgmlType::kF32,
+                                               /*n_states=*/1));
   return kv;
 }
 
@@ -297,6 +378,7 @@ Status Model::forward(KvCache& kv, std::span<const TokenId> tokens, bool all_log
   }
   b.max_blocks = kv.pool.n_blocks;
   for (int32_t j = 0; j < kv.pool.n_blocks; ++j) b.block_tables.push_back(j);
+  if (kv.pool.n_states > 0) b.state_rows.push_back(0);
   const StepLimits& l = limits_;
   const int32_t n_out = static_cast<int32_t>(b.out_rows.size());
   if (n > l.max_tokens || b.max_blocks > l.max_blocks || n_out > l.max_out || !l.logits) {

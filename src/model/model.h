@@ -27,8 +27,14 @@ struct KvPool {
   GgmlType type = GgmlType::kF16;  // F16 or F32
   int32_t block_size = 0;          // rows per block
   int32_t n_blocks = 0;
-  std::vector<Tensor> k;           // [n_layers] each [n_blocks * block_size, n_kv_heads * head_dim]
+  std::vector<Tensor> k;           // [n_layers] each [n_blocks * block_size, n_kv_heads * head_dim];
+                                   // !valid() for a recurrent layer
   std::vector<Tensor> v;           // [n_layers] likewise
+  // Recurrent layers' per-sequence state: n_states rows (a StepBatch's state_rows name them).
+  int32_t n_states = 0;
+  std::vector<Tensor> conv;        // [n_layers] F32 [n_states, (conv_kernel - 1) * channels]; !valid()
+                                   // for an attention layer
+  std::vector<Tensor> ssm;         // [n_layers] F32 [n_states, v_heads * dk * dv] likewise
 };
 
 // One engine step: tokens of several sequences (prefill chunks and decode tokens mixed), each
@@ -41,6 +47,9 @@ struct StepBatch {
   std::vector<int32_t> block_tables;  // [n_seqs, max_blocks] row-major; -1 past a sequence's blocks
   int32_t max_blocks = 0;
   std::vector<int32_t> out_rows;      // [n_out] indices of the tokens that get logits, in order
+  std::vector<int32_t> state_rows;    // [n_seqs] recurrent models: each sequence's state row of the
+                                      // pool (distinct); a sequence whose step starts at position 0
+                                      // starts from a zero state
 
   int32_t n_tokens() const { return static_cast<int32_t>(tokens.size()); }
   int32_t n_seqs() const { return max_blocks > 0 ? static_cast<int32_t>(block_tables.size()) / max_blocks : 0; }
@@ -77,8 +86,9 @@ using DebugHook = std::function<void(std::string_view name, int layer_idx, int64
 // Weights of one layer: attention then a dense or a mixture-of-experts FFN (layers.h).
 struct LayerWeights {
   Tensor attn_norm;                 // [1, hidden]
-  AttentionWeights attn;
-  Tensor ffn_norm;                  // [1, hidden]
+  AttentionWeights attn;            // !valid() in a recurrent layer
+  DeltaNetWeights delta;            // a recurrent layer's (hybrid families)
+  Tensor ffn_norm;                  // [1, hidden] (hybrids: post_attention_norm)
   FfnWeights ffn;                   // a dense layer's FFN; !valid() in a mixture-of-experts layer
   MoeWeights moe;                   // a mixture-of-experts layer's (moe.router.valid())
 };
@@ -103,9 +113,12 @@ class Model {
 
   // Bytes of K and V of one token (every layer) stored as `type`.
   int64_t kv_bytes_per_token(GgmlType type) const;
-  // A pool of n_blocks blocks of block_size rows per layer, of F16 or F32. Errors when memory
-  // runs out.
-  Result<KvPool> new_kv_pool(int32_t n_blocks, int32_t block_size, GgmlType type);
+  // A pool of n_blocks blocks of block_size rows per attention layer, of F16 or F32, and n_states
+  // state rows per recurrent layer (a model with recurrent layers needs n_states >= 1). Errors when
+  // memory runs out.
+  Result<KvPool> new_kv_pool(int32_t n_blocks, int32_t block_size, GgmlType type, int32_t n_states = 0);
+  // Bytes of one sequence's recurrent state (every recurrent layer); 0 without recurrent layers.
+  int64_t state_bytes_per_sequence() const;
   void free_kv_pool(KvPool& pool);
   // Copies block src of every layer of `pool` to block dst (copy-on-write, drafts' scratch).
   void copy_kv_block(const KvPool& pool, int32_t src, int32_t dst);
@@ -147,6 +160,7 @@ class Model {
   void forward_decoder(const KvPool& pool, int64_t n_tokens, int64_t n_seqs, int64_t max_blocks, int64_t n_out);
   BlockDims block_dims() const;
   MoeDims moe_dims() const;
+  DeltaNetDims delta_dims() const;
 
   const GgufFile& file_;
   Backend& backend_;

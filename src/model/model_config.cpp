@@ -18,13 +18,17 @@ struct Family {
   bool qkv_bias, qk_norm;    // qwen2's q/k/v biases, qwen3's per-head q/k RMSNorm
   bool experts;              // mixture-of-experts FFNs (expert_* keys required)
   bool norm_topk;            // default of expert_weights_norm (HF norm_topk_prob as llama.cpp runs it)
+  bool hybrid;               // gated delta-net layers beside gated attention (ssm.* keys required)
 };
 constexpr Family kFamilies[] = {
-    {Architecture::kLlama, "llama", RopeOrdering::kNormal, false, false, false, false},
-    {Architecture::kQwen2, "qwen2", RopeOrdering::kNeox, true, false, false, false},
-    {Architecture::kQwen3, "qwen3", RopeOrdering::kNeox, false, true, false, false},
-    {Architecture::kQwen2Moe, "qwen2moe", RopeOrdering::kNeox, true, false, true, false},
-    {Architecture::kQwen3Moe, "qwen3moe", RopeOrdering::kNeox, false, true, true, true},
+    {Architecture::kLlama, "llama", RopeOrdering::kNormal, false, false, false, false, false},
+    {Architecture::kQwen2, "qwen2", RopeOrdering::kNeox, true, false, false, false, false},
+    {Architecture::kQwen3, "qwen3", RopeOrdering::kNeox, false, true, false, false, false},
+    {Architecture::kQwen2Moe, "qwen2moe", RopeOrdering::kNeox, true, false, true, false, false},
+    {Architecture::kQwen3Moe, "qwen3moe", RopeOrdering::kNeox, false, true, true, true, false},
+    {Architecture::kQwen3Next, "qwen3next", RopeOrdering::kNeox, false, true, true, true, true},
+    {Architecture::kQwen35, "qwen35", RopeOrdering::kNeox, false, true, false, false, true},
+    {Architecture::kQwen35Moe, "qwen35moe", RopeOrdering::kNeox, false, true, true, true, true},
 };
 
 const Family& family(Architecture a) {
@@ -134,6 +138,38 @@ Status read_experts(const GgufFile& f, const std::string& a, ModelConfig& c) {
   return ok_status();
 }
 
+// The hybrid families' keys: the recurrent layer pattern and the delta net's shape.
+Status read_hybrid(const GgufFile& f, const std::string& a, ModelConfig& c) {
+  if (!family(c.arch).hybrid) return ok_status();
+  c.gated_attention = true;
+  c.ssm_tiled = c.arch != Architecture::kQwen3Next;
+  const std::string list_key = a + "attention.recurrent_layers";
+  if (const GgufValue* v = f.find(list_key)) {
+    if (v->type != GgufValueType::kArray || v->array_count != uint64_t(c.n_layers) ||
+        !(v->array_type == GgufValueType::kBool || v->array_type == GgufValueType::kUint8 ||
+          v->array_type == GgufValueType::kInt32 || v->array_type == GgufValueType::kUint32)) {
+      return config_error(list_key + " must be an array of " + std::to_string(c.n_layers) + " booleans");
+    }
+    for (uint64_t l = 0; l < v->array_count; ++l) c.recurrent.push_back(v->array_int(l) != 0);
+  } else {
+    int32_t every = 0;
+    ONEBIT_ASSIGN_OR_RETURN(every, get_dim(f, a + "full_attention_interval", c.n_layers));
+    for (int32_t l = 0; l < c.n_layers; ++l) c.recurrent.push_back((l + 1) % every != 0);
+  }
+  int32_t inner = 0;
+  ONEBIT_ASSIGN_OR_RETURN(c.ssm_conv_kernel, get_dim(f, a + "ssm.conv_kernel", 8));
+  if (c.ssm_conv_kernel < 2) return config_error(a + "ssm.conv_kernel must be 2..8");
+  ONEBIT_ASSIGN_OR_RETURN(c.ssm_k_dim, get_dim(f, a + "ssm.state_size", 4096));
+  ONEBIT_ASSIGN_OR_RETURN(c.ssm_k_heads, get_dim(f, a + "ssm.group_count", 4096));
+  ONEBIT_ASSIGN_OR_RETURN(c.ssm_v_heads, get_dim(f, a + "ssm.time_step_rank", 4096));
+  ONEBIT_ASSIGN_OR_RETURN(inner, get_dim(f, a + "ssm.inner_size", 1 << 20));
+  if (c.ssm_v_heads % c.ssm_k_heads != 0 || inner % c.ssm_v_heads != 0) {
+    return config_error(a + "ssm.time_step_rank must be a multiple of ssm.group_count and divide ssm.inner_size");
+  }
+  c.ssm_v_dim = inner / c.ssm_v_heads;
+  return ok_status();
+}
+
 }  // namespace
 
 std::string_view architecture_name(Architecture a) { return family(a).name; }
@@ -200,6 +236,7 @@ Result<ModelConfig> model_config_from_gguf(const GgufFile& f) {
                         "; allowed (0, 1)");
   }
   ONEBIT_TRY(read_rope(f, c.arch_name, c));
+  ONEBIT_TRY(read_hybrid(f, a, c));
   if (f.find(a + "pooling_type")) {
     auto p = f.get_uint(a + "pooling_type");
     if (!p.ok()) return config_error(p.message());

@@ -13,9 +13,9 @@
 
 namespace onebit {
 
-enum class Architecture { kLlama, kQwen2, kQwen3, kQwen2Moe, kQwen3Moe };
+enum class Architecture { kLlama, kQwen2, kQwen3, kQwen2Moe, kQwen3Moe, kQwen3Next, kQwen35, kQwen35Moe };
 
-// "llama", "qwen2", "qwen3", "qwen2moe", "qwen3moe".
+// "llama", "qwen2", "qwen3", "qwen2moe", "qwen3moe", "qwen3next", "qwen35", "qwen35moe".
 std::string_view architecture_name(Architecture a);
 
 // How an embedding is pooled from a prompt's final-normed hidden rows; the values are llama.cpp's
@@ -51,6 +51,19 @@ struct ModelConfig {
   int32_t shared_expert_ffn = 0;   // <arch>.expert_shared_feed_forward_length (0: no shared expert)
   bool expert_weights_norm = false;  // <arch>.expert_weights_norm: renormalize the top-k weights
                                      // (default: qwen3moe yes, qwen2moe no, as each family does)
+  // Hybrid families (qwen3next, qwen35, qwen35moe; docs/hybrid.md): which layers are gated delta
+  // nets (<arch>.attention.recurrent_layers, else every layer but each full_attention_interval-th),
+  // their shape (<arch>.ssm.*), and the gated attention of the others (q rows [q | gate] per head).
+  std::vector<bool> recurrent;     // [n_layers]; empty: no recurrent layers
+  int32_t ssm_conv_kernel = 0;     // ssm.conv_kernel
+  int32_t ssm_k_heads = 0;         // ssm.group_count
+  int32_t ssm_v_heads = 0;         // ssm.time_step_rank
+  int32_t ssm_k_dim = 0;           // ssm.state_size
+  int32_t ssm_v_dim = 0;           // ssm.inner_size / ssm.time_step_rank
+  bool ssm_tiled = false;          // value heads in tiled order (qwen35, qwen35moe)
+  bool gated_attention = false;
+  bool is_recurrent(int32_t layer) const { return !recurrent.empty() && recurrent[size_t(layer)]; }
+  int64_t ssm_channels() const { return 2 * int64_t(ssm_k_heads) * ssm_k_dim + int64_t(ssm_v_heads) * ssm_v_dim; }
 };
 
 // Reads and validates the config. `vocab_size` and `tied_output` are filled from the tensor

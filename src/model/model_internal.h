@@ -25,6 +25,9 @@ struct Model::Scratch {
   AttentionScratch attn;   // q, k, v, attention rows of max_tokens
   Tensor gate, up;         // [max_tokens, intermediate]; !valid() without dense layers
   MoeScratch moe;          // expert activations; !valid() without experts
+  DeltaNetScratch delta;   // recurrent layers' activations; !valid() without them
+  Tensor state_rows;       // I32 [max_seqs, 1] the step's sequences' state rows
+  Tensor zero;             // F32 [1, the widest state row] of zeros (fresh sequences)
   Tensor out_rows;         // [max_out, hidden] final-normed rows that get logits
   Tensor logits;           // [max_out, vocab]; !valid() when the limits say no logits
   Tensor captured;         // [max_tokens, capture_layers * hidden]; !valid() without capture

@@ -1,5 +1,6 @@
-// The native server on the tiny mixture-of-experts checkpoints (tests/golden/model/tiny-qwen3moe
-// and tiny-qwen2moe, converted by `1bit convert` at test time): a greedy completion of the golden
+// The native server on the tiny mixture-of-experts and hybrid checkpoints (tests/golden/model/
+// tiny-qwen3moe, tiny-qwen2moe, and tiny-qwen3next, tiny-qwen3_5, tiny-qwen3_5moe whose gated
+// delta-net layers keep a state row per running sequence; converted by `1bit convert` at test time): a greedy completion of the golden
 // prompt equals Hugging Face transformers' 64 greedy tokens up to the first end token the server
 // stops at (compared as text through /detokenize), and under --parallel 4 the four golden prompts
 // sent at once get the replies each gets alone.
@@ -78,7 +79,8 @@ TEST_P(MoeE2e, GreedyEqualsTransformersAloneAndUnderParallel4) {
   for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(together[i], solo[i]) << "prompt " << i;
 }
 
-INSTANTIATE_TEST_SUITE_P(Tiny, MoeE2e, ::testing::Values("tiny-qwen3moe", "tiny-qwen2moe"));
+INSTANTIATE_TEST_SUITE_P(Tiny, MoeE2e, ::testing::Values("tiny-qwen3moe", "tiny-qwen2moe", "tiny-qwen3next", "tiny-qwen3_5",
+                                                          "tiny-qwen3_5moe"));
 
 }  // namespace
 }  // namespace onebit::e2e
