@@ -326,5 +326,56 @@ TEST(Scheduler, EveryRowSequencesTakeNoCachedPrefixEvenAfterAPreemption) {
   }
 }
 
+// Recurrent models (SchedulerOptions::state_rows): every running sequence holds a distinct state
+// row, a preempted one gives it back and runs again from its first token (its state restarts),
+// a finished one gives it back, and no prompt takes a cached prefix (the state at its end is gone).
+TEST(Scheduler, RecurrentStateRowsFollowRunningSequences) {
+  BlockManager bm(6, 4);  // tight: the newest is preempted
+  Scheduler sched(bm, SchedulerOptions{{2}, 64, /*state_rows=*/2});
+  Sequence a = make_seq(0, std::vector<TokenId>(10, 1)), b = make_seq(1, std::vector<TokenId>(10, 2));
+  sched.add(&a);
+  sched.add(&b);
+  bool preempted = false, rerun_from_zero = false;
+  for (int step = 0; step < 40; ++step) {
+    StepPlan plan = sched.schedule();
+    for (Sequence* p : plan.preempted) {  // gave its row back, unless admitted again from 0
+      preempted |= p == &b;
+      const bool again = std::any_of(plan.runs.begin(), plan.runs.end(), [&](const ScheduledRun& r) {
+        return r.seq == p && r.first == 0;
+      });
+      EXPECT_TRUE(p->state_row == -1 || again) << "row " << p->state_row;
+    }
+    std::vector<int32_t> rows;
+    for (const ScheduledRun& r : plan.runs) {
+      ASSERT_GE(r.seq->state_row, 0);
+      ASSERT_LT(r.seq->state_row, 2);
+      rows.push_back(r.seq->state_row);
+      if (preempted && r.seq == &b && r.first == 0) rerun_from_zero = true;
+    }
+    std::sort(rows.begin(), rows.end());
+    EXPECT_EQ(std::adjacent_find(rows.begin(), rows.end()), rows.end()) << "distinct rows in a step";
+    sched.commit(plan);
+    for (const ScheduledRun& r : plan.runs) {
+      if (!r.logits) continue;
+      if (r.seq == &a && a.tokens.size() >= 14) {
+        sched.remove(&a);
+        EXPECT_EQ(a.state_row, -1);
+      } else if (r.seq->tokens.size() < 22) {
+        r.seq->tokens.push_back(3);
+      }
+    }
+  }
+  EXPECT_TRUE(preempted);
+  EXPECT_TRUE(rerun_from_zero) << "no cached prefix: the preempted sequence recomputes from position 0";
+  // A third sequence with the same prompt as a finished one takes no cached prefix.
+  Sequence c = make_seq(2, std::vector<TokenId>(10, 2));
+  sched.add(&c);
+  StepPlan plan = sched.schedule();
+  for (const ScheduledRun& r : plan.runs) {
+    if (r.seq == &c) EXPECT_EQ(r.first, 0);
+  }
+  EXPECT_EQ(c.n_cached, 0);
+}
+
 }  // namespace
 }  // namespace onebit

@@ -1,6 +1,7 @@
 // Whole models on the CUDA backend against the CPU backend: models/onebit-20m-q8_0.gguf,
 // stories260K (../shared/testdata, or $ONEBIT_STORIES260K) and the tiny mixtures of experts
-// (tests/golden/model/tiny-qwen3moe, tiny-qwen2moe, converted to F16 here): logits of a short prompt close (max
+// and hybrids (tests/golden/model/tiny-qwen3moe, tiny-qwen2moe, tiny-qwen3next, tiny-qwen3_5,
+// tiny-qwen3_5moe, converted to F16 here): logits of a short prompt close (max
 // abs difference printed) and 32 greedy tokens equal (to the reference backend's for the
 // quantized model, see compare_model); the decode speed is printed. Skips with the
 // reason when this build or machine has no usable CUDA backend, or a model file is absent.
@@ -109,10 +110,11 @@ TEST(CudaModel, Stories260KMatchesCpu) {
   compare_model(path, {1, 403, 407, 261, 378}, 1e-8, /*greedy_vs_reference=*/false);
 }
 
-// Mixtures of experts (router, expert-indexed products, qwen2moe's gated shared expert), F16
-// weights: float summation order only; 32 greedy tokens against the reference backend.
-TEST(CudaModel, TinyMixturesOfExpertsMatchCpu) {
-  for (const std::string name : {"tiny-qwen3moe", "tiny-qwen2moe"}) {
+// Mixtures of experts (router, expert-indexed products, qwen2moe's gated shared expert) and the
+// hybrids (gated delta nets with their state rows, gated attention), F16 weights: float summation
+// order only; 32 greedy tokens against the reference backend.
+TEST(CudaModel, TinyMixturesOfExpertsAndHybridsMatchCpu) {
+  for (const std::string name : {"tiny-qwen3moe", "tiny-qwen2moe", "tiny-qwen3next", "tiny-qwen3_5", "tiny-qwen3_5moe"}) {
     const std::string out = (std::filesystem::temp_directory_path() /
                              ("onebit_cuda_" + std::to_string(::getpid()) + "_" + name + ".gguf")).string();
     auto conv = convert_hf({testing::source_path("tests/golden/model/" + name), out, GgmlType::kF16});
