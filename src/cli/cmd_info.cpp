@@ -92,11 +92,18 @@ ModelFacts gather(const GgufFile& f) {
     m.template_bytes = t->str.size();
   }
   if (m.n_layers && m.context_length && m.n_kv_heads && m.key_length && m.value_length) {
+    // Layers with K/V: those with an attn_k tensor (a hybrid's recurrent layers keep a fixed state
+    // per sequence instead), else every layer.
+    uint64_t attention_layers = 0;
+    for (const GgufTensorInfo& t : f.tensors()) {
+      attention_layers += t.name.starts_with("blk.") && t.name.ends_with(".attn_k.weight");
+    }
+    if (attention_layers == 0 || attention_layers > *m.n_layers) attention_layers = *m.n_layers;
     // Doubles: a hostile file's values must not overflow into a small estimate.
     const double per_token = static_cast<double>(*m.n_kv_heads) * static_cast<double>(*m.key_length + *m.value_length);
-    const double total = static_cast<double>(*m.n_layers) * static_cast<double>(*m.context_length) * per_token * 2;
+    const double total = static_cast<double>(attention_layers) * static_cast<double>(*m.context_length) * per_token * 2;
     if (total < 1e18) m.kv_cache_bytes = static_cast<uint64_t>(total);
-    const double token = static_cast<double>(*m.n_layers) * per_token * 2;
+    const double token = static_cast<double>(attention_layers) * per_token * 2;
     if (token < 1e18) m.kv_token_bytes = static_cast<uint64_t>(token);
   }
   return m;

@@ -187,8 +187,16 @@ std::string NativeEngine::describe() const {
   std::snprintf(line, sizeof line, "K/V pool %d blocks of %d positions (%lld positions, %s, %.0f MiB); context %d; "
                 "step budget %d tokens; slots: %s", l.n_blocks, l.block_size, static_cast<long long>(positions),
                 l.cache_type == GgmlType::kF32 ? "f32" : "f16", mib, l.n_ctx, l.batch_tokens, slots.c_str());
-  if (options_.embedding) return std::string(line) + "; embeddings only, pooling " + std::string(pooling_name(pooling_));
-  return line;
+  std::string out = line;
+  if (const int64_t state = model_->state_bytes_per_sequence(); state > 0) {
+    const int32_t rows = l.total_slots();
+    char more[160];
+    std::snprintf(more, sizeof more, "; recurrent state %d rows of %.2f MiB (no prompt prefix caching, no drafting)",
+                  rows, double(state) / (1024.0 * 1024.0));
+    out += more;
+  }
+  if (options_.embedding) return out + "; embeddings only, pooling " + std::string(pooling_name(pooling_));
+  return out;
 }
 
 NativeBackend::NativeBackend(std::shared_ptr<NativeEngine> engine, size_t pool)
