@@ -80,9 +80,12 @@ std::optional<QuantTarget> parse_quant_target(std::string_view name) {
 GgmlType quant_type_for(const QuantTarget& target, std::string_view name, int n_dims, int64_t n_cols,
                         int layer_idx, int n_layers, bool tied_output) {
   const bool matrix = n_dims >= 2 && name.size() > 7 && name.substr(name.size() - 7) == ".weight";
-  // Norms, biases and the experts' routers (ffn_gate_inp*: few bytes, and a rounded router picks
-  // other experts) stay f32, as llama.cpp's quantizer keeps them.
-  if (!matrix || name.find("ffn_gate_inp") != std::string_view::npos) return GgmlType::kF32;
+  // Norms, biases, the experts' routers (ffn_gate_inp*: few bytes, and a rounded router picks
+  // other experts) and the delta nets' convolutions (ssm_conv1d, read as f32) stay f32, as
+  // llama.cpp's quantizer keeps them.
+  if (!matrix || name.find("ffn_gate_inp") != std::string_view::npos || name.find("ssm_conv1d") != std::string_view::npos) {
+    return GgmlType::kF32;
+  }
   GgmlType t = target.type;
   const bool is_output = name == "output.weight" || (tied_output && name == "token_embd.weight");
   if (is_output && !is_float(t) && t != GgmlType::kQ8_0) {
