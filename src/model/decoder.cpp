@@ -10,8 +10,7 @@
 
 namespace onebit {
 
-BlockDims Model::block_dims() const {
-  const ModelConfig& c = config_;
+BlockDims block_dims_of(const ModelConfig& c) {
   BlockDims d;
   d.hidden = c.hidden_size;
   d.n_heads = c.n_heads;
@@ -24,41 +23,33 @@ BlockDims Model::block_dims() const {
   return d;
 }
 
-DeltaNetDims Model::delta_dims() const {
-  const ModelConfig& c = config_;
+DeltaNetDims delta_dims_of(const ModelConfig& c) {
   return DeltaNetDims{c.hidden_size, c.ssm_k_heads, c.ssm_v_heads, c.ssm_k_dim, c.ssm_v_dim, c.ssm_conv_kernel,
                       c.ssm_tiled, c.rms_norm_eps};
 }
 
-MoeDims Model::moe_dims() const {
-  const ModelConfig& c = config_;
+MoeDims moe_dims_of(const ModelConfig& c) {
   return MoeDims{c.hidden_size, c.n_experts, c.n_experts_used, c.expert_ffn, c.shared_expert_ffn,
                  c.expert_weights_norm};
 }
 
+BlockDims Model::block_dims() const { return block_dims_of(config_); }
+DeltaNetDims Model::delta_dims() const { return delta_dims_of(config_); }
+MoeDims Model::moe_dims() const { return moe_dims_of(config_); }
+
 Result<LayerWeights> bind_layer(const GgufFile& f, Backend& be, const ModelConfig& c, int32_t l) {
   const std::string p = "blk." + std::to_string(l) + ".";
-  BlockDims d;
-  d.hidden = c.hidden_size;
-  d.n_heads = c.n_heads;
-  d.gated_q = c.gated_attention;
-  d.n_kv_heads = c.n_kv_heads;
-  d.head_dim = c.head_dim;
   LayerWeights L;
   ONEBIT_ASSIGN_OR_RETURN(L.attn_norm, bind_tensor(f, be, p + "attn_norm.weight", 1, c.hidden_size));
   if (c.is_recurrent(l)) {
-    const DeltaNetDims dd{c.hidden_size, c.ssm_k_heads, c.ssm_v_heads, c.ssm_k_dim, c.ssm_v_dim, c.ssm_conv_kernel,
-                          c.ssm_tiled, c.rms_norm_eps};
-    ONEBIT_ASSIGN_OR_RETURN(L.delta, bind_delta_net(f, be, dd, l));
+    ONEBIT_ASSIGN_OR_RETURN(L.delta, bind_delta_net(f, be, delta_dims_of(c), l));
   } else {
-    ONEBIT_ASSIGN_OR_RETURN(L.attn, bind_attention(f, be, d, l, c.has_qkv_bias, c.has_qk_norm));
+    ONEBIT_ASSIGN_OR_RETURN(L.attn, bind_attention(f, be, block_dims_of(c), l, c.has_qkv_bias, c.has_qk_norm));
   }
   const std::string post_norm = c.recurrent.empty() ? "ffn_norm.weight" : "post_attention_norm.weight";
   ONEBIT_ASSIGN_OR_RETURN(L.ffn_norm, bind_tensor(f, be, p + post_norm, 1, c.hidden_size));
   if (c.n_experts > 0 && f.find_tensor(p + "ffn_gate_inp.weight") != nullptr) {
-    const MoeDims md{c.hidden_size, c.n_experts, c.n_experts_used, c.expert_ffn, c.shared_expert_ffn,
-                     c.expert_weights_norm};
-    ONEBIT_ASSIGN_OR_RETURN(L.moe, bind_moe(f, be, md, l));
+    ONEBIT_ASSIGN_OR_RETURN(L.moe, bind_moe(f, be, moe_dims_of(c), l));
     return L;
   }
   if (c.intermediate_size == 0) {

@@ -9,6 +9,10 @@ namespace onebit {
 // family's biases and norms, then a dense FFN or, where the file has blk.<l>.ffn_gate_inp, a
 // mixture of experts.
 Result<LayerWeights> bind_layer(const GgufFile& f, Backend& be, const ModelConfig& c, int32_t l);
+// The layer pieces' geometry from the config.
+BlockDims block_dims_of(const ModelConfig& c);
+DeltaNetDims delta_dims_of(const ModelConfig& c);
+MoeDims moe_dims_of(const ModelConfig& c);
 
 // Inputs and activations of one step, sized by Model::reserve for the largest step (views of the
 // first rows are used). A device backend can capture a step over these fixed buffers as a graph.
