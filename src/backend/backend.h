@@ -183,8 +183,12 @@ class Backend {
   // c]) where xs is the sequence's previous K - 1 inputs (its state) followed by its rows; act is
   // SiLU when `silu`. x F32 [n, C]; w F32 [C, K]; states F32 [n_rows, (K - 1) * C] (oldest input
   // first), updated to each sequence's last K - 1 inputs; out F32 [n, C] (does not alias x).
+  // Checkpoints (both recurrent ops): ckpt_rows I32 [1, n] or !valid(); where ckpt_rows[t] >= 0 the
+  // sequence's state after row t is also written to that state row (speculative verification keeps
+  // the state after each drafted token to roll back to). Checkpoint rows are none of the step's
+  // state rows and distinct.
   virtual void ssm_conv(const Tensor& x, const Tensor& w, const Tensor& seq_ids, const Tensor& state_rows,
-                        const Tensor& states, bool silu, const Tensor& out) = 0;
+                        const Tensor& ckpt_rows, const Tensor& states, bool silu, const Tensor& out) = 0;
   // Gated delta rule (Qwen3-Next's linear attention), per value head h of n_heads with key dim dk
   // and value dim dv, reading key head kh(h) of p.n_k_heads (grouped: h / (n_heads / n_k_heads), as
   // HF's repeat_interleave and Qwen3-Next GGUFs; tiled: h % n_k_heads, as Qwen3.5 GGUFs order their
@@ -197,8 +201,8 @@ class Backend {
   // same math, other rounding).
   virtual void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a,
                                 const Tensor& b, const Tensor& A, const Tensor& dt_bias, const Tensor& seq_ids,
-                                const Tensor& state_rows, const Tensor& states, const Tensor& out,
-                                const DeltaParams& p) = 0;
+                                const Tensor& state_rows, const Tensor& ckpt_rows, const Tensor& states,
+                                const Tensor& out, const DeltaParams& p) = 0;
 };
 
 // CHECKs of the shapes and types the MoE ops and sigmoid_mul take (every backend calls them; data,
@@ -210,7 +214,7 @@ void check_sigmoid_mul(const Tensor& x, const Tensor& g, const Tensor& out);
 // CHECKs of ssm_conv's and gated_delta_rule's shapes and types; returns the kernel width K, or the
 // (n_heads, dk, dv) of the delta rule.
 int64_t check_ssm_conv(const Tensor& x, const Tensor& w, const Tensor& seq_ids, const Tensor& state_rows,
-                       const Tensor& states, const Tensor& out);
+                       const Tensor& ckpt_rows, const Tensor& states, const Tensor& out);
 struct DeltaDims {
   int64_t n_heads = 0, n_k_heads = 0, dk = 0, dv = 0;
   bool tiled = false;
@@ -218,8 +222,8 @@ struct DeltaDims {
 };
 DeltaDims check_gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a, const Tensor& b,
                                  const Tensor& A, const Tensor& dt_bias, const Tensor& seq_ids,
-                                 const Tensor& state_rows, const Tensor& states, const Tensor& out,
-                                 const DeltaParams& p);
+                                 const Tensor& state_rows, const Tensor& ckpt_rows, const Tensor& states,
+                                 const Tensor& out, const DeltaParams& p);
 
 // The scalar reference backend (backend/reference/): host memory, clear loops, the oracle.
 std::unique_ptr<Backend> make_reference_backend();

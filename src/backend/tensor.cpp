@@ -62,8 +62,17 @@ void check_sigmoid_mul(const Tensor& x, const Tensor& g, const Tensor& out) {
 
 namespace onebit {
 
+namespace {
+// The recurrent ops' optional checkpoint rows: I32 [1, n] when given.
+void check_ckpt_rows(const Tensor& ckpt_rows, int64_t n) {
+  if (!ckpt_rows.valid()) return;
+  ONEBIT_CHECK(ckpt_rows.type == GgmlType::kI32 && ckpt_rows.n_rows == 1 && ckpt_rows.n_cols == n);
+}
+}  // namespace
+
 int64_t check_ssm_conv(const Tensor& x, const Tensor& w, const Tensor& seq_ids, const Tensor& state_rows,
-                       const Tensor& states, const Tensor& out) {
+                       const Tensor& ckpt_rows, const Tensor& states, const Tensor& out) {
+  check_ckpt_rows(ckpt_rows, x.n_rows);
   for (const Tensor* t : {&x, &w, &states, &out}) ONEBIT_CHECK(t->type == GgmlType::kF32);
   ONEBIT_CHECK(seq_ids.type == GgmlType::kI32 && state_rows.type == GgmlType::kI32);
   ONEBIT_CHECK(seq_ids.n_rows == 1 && seq_ids.n_cols == x.n_rows && state_rows.n_rows == 1);
@@ -74,8 +83,9 @@ int64_t check_ssm_conv(const Tensor& x, const Tensor& w, const Tensor& seq_ids, 
 
 DeltaDims check_gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a, const Tensor& b,
                                  const Tensor& A, const Tensor& dt_bias, const Tensor& seq_ids,
-                                 const Tensor& state_rows, const Tensor& states, const Tensor& out,
-                                 const DeltaParams& p) {
+                                 const Tensor& state_rows, const Tensor& ckpt_rows, const Tensor& states,
+                                 const Tensor& out, const DeltaParams& p) {
+  check_ckpt_rows(ckpt_rows, q.n_rows);
   for (const Tensor* t : {&q, &k, &v, &a, &b, &A, &dt_bias, &states, &out}) ONEBIT_CHECK(t->type == GgmlType::kF32);
   ONEBIT_CHECK(seq_ids.type == GgmlType::kI32 && state_rows.type == GgmlType::kI32);
   const int64_t n = q.n_rows, h = a.n_cols;

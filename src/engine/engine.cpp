@@ -184,6 +184,7 @@ Result<std::unique_ptr<Engine>> Engine::start(Model& model, EngineOptions option
                          embed ? layout.batch_tokens : std::min(slots * per_seq_out, layout.batch_tokens), !embed,
                          options.drafter ? options.drafter->target_layers() : std::vector<int32_t>{}};
   ro.hidden = embed;
+  ro.checkpoints = options.drafter ? std::max(options.draft_max, 0) : 0;  // recurrent models: rollback rows
   auto runner = make_model_runner(model, ro);
   if (!runner.ok()) return make_error("engine: " + runner.message());
   return start(std::move(*runner), std::move(options));
@@ -191,12 +192,12 @@ Result<std::unique_ptr<Engine>> Engine::start(Model& model, EngineOptions option
 
 Result<std::unique_ptr<Engine>> Engine::start(std::unique_ptr<ModelRunner> runner, EngineOptions options) {
   ONEBIT_ASSIGN_OR_RETURN(EngineLayout layout, plan_engine_layout(options));
-  if (options.drafter && runner->state_rows() > 0) {
-    return make_error("engine: speculative decoding on a model with recurrent layers (gated delta nets) is not "
-                      "built yet: rejected draft tokens would stay in the recurrent state; serve it without a drafter");
-  }
   if (options.drafter && (options.draft_max < 1 || options.draft_max > 64)) {
     return make_error("engine: draft length " + std::to_string(options.draft_max) + "; allowed 1..64 (--mtp-max)");
+  }
+  if (options.drafter && runner->state_rows() > 0 && runner->checkpoint_row(0, options.draft_max - 1) < 0) {
+    return make_error("engine: the model has recurrent layers and the runner keeps no checkpoint rows for drafts of " +
+                      std::to_string(options.draft_max) + " tokens (internal: RunnerOptions::checkpoints)");
   }
   if (options.pooling != Pooling::kNone) options.fair_prefill = false;  // nothing decodes
   if (options.drafter) {
@@ -493,6 +494,17 @@ void Engine::build_batch(const StepPlan& plan) {
     b.block_tables.resize(size_t(s + 1) * b.max_blocks, -1);
     if (r.seq->state_row >= 0) b.state_rows.push_back(r.seq->state_row);
   }
+  // Recurrent models: a drafted run keeps the state after each of its rows but the last (the
+  // verified one of them is restored in sample_and_stream when the draft's rest is rejected).
+  if (runner_->state_rows() == 0 || plan.n_draft == 0) return;
+  b.ckpt_rows.assign(b.tokens.size(), -1);
+  size_t row = 0;
+  for (const ScheduledRun& r : plan.runs) {
+    row += size_t(r.n);
+    for (int32_t i = 0; i + 1 < r.n_logits && r.seq->state_row >= 0; ++i) {
+      b.ckpt_rows[row - size_t(r.n_logits) + size_t(i)] = runner_->checkpoint_row(r.seq->state_row, i);
+    }
+  }
 }
 
 void Engine::step() {
@@ -758,6 +770,8 @@ void Engine::sample_and_stream(const StepPlan& plan, double now) {
         seq.tokens.push_back(token);
         seq.n_draft = 0;
         if (n_draft > 0) scheduler_.rollback(&seq, keep);
+        // a recurrent state ran through the whole draft: back to its checkpoint after row i
+        if (i < n_draft && seq.state_row >= 0) runner_->copy_state(runner_->checkpoint_row(seq.state_row, i), seq.state_row);
         break;
       }
     }

@@ -51,13 +51,12 @@ void advance(std::unordered_map<int64_t, SeqState>& seqs, const DraftObservation
 
 class MtpDrafter final : public Drafter {
  public:
-  MtpDrafter(std::unique_ptr<MtpHead> head, Model& target, float p_min)
-      : head_(std::move(head)), n_layers_(target.config().n_layers), p_min_(p_min) {}
+  MtpDrafter(std::unique_ptr<MtpHead> head, float p_min) : head_(std::move(head)), p_min_(p_min) {}
   ~MtpDrafter() override {
     if (!pool_.k.empty()) head_->free_pool(pool_);
   }
 
-  std::vector<int32_t> target_layers() const override { return {n_layers_ - 1}; }
+  std::vector<int32_t> target_layers() const override { return {head_->target_layer()}; }
 
   Status start(const DrafterLayout& l) override {
     layout_ = l;
@@ -175,7 +174,6 @@ class MtpDrafter final : public Drafter {
   }
 
   std::unique_ptr<MtpHead> head_;
-  int32_t n_layers_;
   float p_min_;
   DrafterLayout layout_;
   std::optional<AheadTables> ahead_;
@@ -321,14 +319,15 @@ class DflashDrafter final : public Drafter {
 }  // namespace
 
 Result<std::shared_ptr<Drafter>> make_mtp_drafter(const GgufFile& file, Model& target, float p_min) {
+  // A model of the target's family carrying MTP layers: its own MTP layer; else a head file.
   auto arch = file.get_string("general.architecture");
-  if (arch.ok() && *arch == target.config().arch_name && file.find(*arch + ".nextn_predict_layers")) {
-    return make_error("mtp: " + file.name() + " is a " + *arch +
-                      " model with MTP layers inside (nextn_predict_layers); in-model MTP layers are not "
-                      "supported yet: pass a qwen3_mtp head file");
+  const bool in_model = arch.ok() && *arch == target.config().arch_name;
+  if (in_model && !file.find(*arch + ".nextn_predict_layers")) {
+    return make_error("mtp: " + file.name() + " is a " + *arch + " model without MTP layers (no " + *arch +
+                      ".nextn_predict_layers); give a qwen3_mtp head file");
   }
-  ONEBIT_ASSIGN_OR_RETURN(auto head, MtpHead::load(file, target));
-  return std::shared_ptr<Drafter>(std::make_shared<MtpDrafter>(std::move(head), target, p_min));
+  ONEBIT_ASSIGN_OR_RETURN(auto head, in_model ? MtpHead::load_nextn(file, target) : MtpHead::load(file, target));
+  return std::shared_ptr<Drafter>(std::make_shared<MtpDrafter>(std::move(head), p_min));
 }
 
 Result<std::shared_ptr<Drafter>> make_dflash_drafter(const GgufFile& file, Model& target, float p_min) {

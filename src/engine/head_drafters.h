@@ -12,10 +12,11 @@
 
 namespace onebit {
 
-// The MTP head of `file` (a qwen3_mtp GGUF, which must outlive the drafter) for `target`. A draft
-// stops at the first token whose head probability is below p_min (0: never). Errors name the
-// mismatch (architecture, vocabulary, geometry, tensors); a target-architecture file with MTP
-// layers inside (nextn_predict_layers) is refused: pass a head file.
+// The MTP head of `file` (which must outlive the drafter) for `target`: a qwen3_mtp head file, or
+// the target's own file when it carries MTP layers (<arch>.nextn_predict_layers). A draft stops at
+// the first token whose head probability is below p_min (0: never). Errors name the mismatch
+// (architecture, vocabulary, geometry, tensors); a target-architecture file without MTP layers is
+// refused: pass a head file.
 Result<std::shared_ptr<Drafter>> make_mtp_drafter(const GgufFile& file, Model& target, float p_min);
 
 // The DFlash drafter of `file` (a qwen3_dflash GGUF) for `target`; p_min as above.

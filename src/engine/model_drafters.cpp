@@ -157,6 +157,11 @@ class DraftModelDrafter final : public Drafter {
 Result<std::shared_ptr<Drafter>> make_draft_model_drafter(const GgufFile& target_file, const Model& target,
                                                           const GgufFile& draft_file, std::unique_ptr<Model> draft,
                                                           float p_min) {
+  if (!draft->config().recurrent.empty()) {
+    return make_error("the draft model (" + draft->config().arch_name + ") has recurrent layers, which a draft "
+                      "model's running ahead would leave in a drafted state; draft with an attention-only model, "
+                      "or --mtp with the model's own MTP layers");
+  }
   const int32_t nv = target.config().vocab_size, dv = draft->config().vocab_size;
   if (nv != dv) {
     return make_error("the draft model's vocabulary has " + std::to_string(dv) + " tokens, the target's " +

@@ -6,11 +6,18 @@ namespace {
 
 class ModelBackedRunner final : public ModelRunner {
  public:
-  ModelBackedRunner(Model& model, KvPool pool, bool hidden) : model_(model), pool_(std::move(pool)), hidden_(hidden) {}
+  ModelBackedRunner(Model& model, KvPool pool, bool hidden, int32_t rows, int32_t checkpoints)
+      : model_(model), pool_(std::move(pool)), hidden_(hidden), rows_(rows), checkpoints_(checkpoints) {}
   ~ModelBackedRunner() override { model_.free_kv_pool(pool_); }
 
   int32_t vocab_size() const override { return model_.config().vocab_size; }
-  int32_t state_rows() const override { return pool_.n_states; }
+  int32_t state_rows() const override { return rows_; }
+  // The pool's state rows: rows_ for sequences, then checkpoints_ per sequence row.
+  int32_t checkpoint_row(int32_t state_row, int32_t i) const override {
+    if (state_row < 0 || state_row >= rows_ || i < 0 || i >= checkpoints_) return -1;
+    return rows_ + state_row * checkpoints_ + i;
+  }
+  void copy_state(int32_t from, int32_t to) override { model_.copy_state_row(pool_, from, to); }
 
   void copy_blocks(std::span<const BlockCopy> copies) override {
     for (const BlockCopy& c : copies) model_.copy_kv_block(pool_, c.src, c.dst);
@@ -26,16 +33,19 @@ class ModelBackedRunner final : public ModelRunner {
   Model& model_;
   KvPool pool_;
   bool hidden_ = false;
+  int32_t rows_ = 0, checkpoints_ = 0;
 };
 
 }  // namespace
 
 Result<std::unique_ptr<ModelRunner>> make_model_runner(Model& model, const RunnerOptions& options) {
   ONEBIT_TRY(model.reserve(options.limits));
-  // Recurrent layers: a state row for each sequence a step can hold.
+  // Recurrent layers: a state row for each sequence a step can hold, and its checkpoint rows.
+  const bool recurrent = !model.config().recurrent.empty();
+  const int32_t rows = recurrent ? options.limits.max_seqs : 0, checkpoints = recurrent ? options.checkpoints : 0;
   ONEBIT_ASSIGN_OR_RETURN(KvPool pool, model.new_kv_pool(options.n_blocks, options.block_size, options.cache_type,
-                                                         options.limits.max_seqs));
-  return std::unique_ptr<ModelRunner>(new ModelBackedRunner(model, std::move(pool), options.hidden));
+                                                         rows * (1 + checkpoints)));
+  return std::unique_ptr<ModelRunner>(new ModelBackedRunner(model, std::move(pool), options.hidden, rows, checkpoints));
 }
 
 }  // namespace onebit

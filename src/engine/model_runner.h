@@ -34,6 +34,11 @@ class ModelRunner {
   // Recurrent-state rows of the pool (a row per running sequence: StepBatch::state_rows); 0 when
   // the model has no recurrent layers.
   virtual int32_t state_rows() const { return 0; }
+  // Recurrent models that verify drafts: the row that keeps state row r's state after draft
+  // position i (StepBatch::ckpt_rows), i < the runner's checkpoints; -1 when it keeps none.
+  virtual int32_t checkpoint_row(int32_t /*state_row*/, int32_t /*i*/) const { return -1; }
+  // Copies recurrent state row `from` to row `to` (rolls a sequence back to a checkpoint).
+  virtual void copy_state(int32_t /*from*/, int32_t /*to*/) {}
 };
 
 // What the K/V pool and the step buffers are sized for, decided once at start.
@@ -43,6 +48,7 @@ struct RunnerOptions {
   GgmlType cache_type = GgmlType::kF16;
   StepLimits limits;  // the largest step
   bool hidden = false;  // every step also gives StepOutput::hidden
+  int32_t checkpoints = 0;  // recurrent models: checkpoint rows per state row (the longest draft)
 };
 
 // A runner over `model` (which must outlive it): allocates the pool and reserves the step buffers.

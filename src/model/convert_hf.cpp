@@ -51,6 +51,11 @@ struct HfConfig {
   std::vector<bool> recurrent;
   int64_t conv_kernel = 0, n_k_heads = 0, n_v_heads = 0, k_head_dim = 0, v_head_dim = 0;
   double partial_rotary = 1.0;
+  // MTP layers (hybrid checkpoints' mtp.*): written after the n_layers layers as blk.<n_layers>.*
+  // with its nextn.* tensors (llama.cpp's layout for DeepSeek-V3 / GLM-4.5 MTP layers);
+  // recurrent[] then lists them too, as attention layers. Set from the checkpoint's tensors.
+  int64_t n_mtp = 0;
+  int64_t all_layers() const { return n_layers + n_mtp; }
   bool hybrid() const { return !recurrent.empty(); }
   bool tiled_v_heads() const { return arch == "qwen35" || arch == "qwen35moe"; }
 };
@@ -269,7 +274,7 @@ Result<std::string> gguf_name(const std::string& hf, const HfConfig& h) {
     const size_t dot = hf.find('.', prefix.size());
     const std::string idx = hf.substr(prefix.size(), dot - prefix.size());
     if (dot != std::string::npos && !idx.empty() && idx.find_first_not_of("0123456789") == std::string::npos &&
-        std::stoll(idx) < h.n_layers) {
+        std::stoll(idx) < h.all_layers()) {
       auto it = layer_names().find(hf.substr(dot + 1));
       if (it != layer_names().end()) return "blk." + idx + "." + it->second;
     }
@@ -289,7 +294,7 @@ std::optional<ExpertName> expert_name(const std::string& hf, const HfConfig& h) 
   int used = 0;
   if (h.n_experts == 0 ||
       std::sscanf(hf.c_str(), "model.layers.%lld.mlp.experts.%lld.%7[a-z]_proj.weight%n", &l, &e, proj, &used) != 3 ||
-      size_t(used) != hf.size() || l < 0 || l >= h.n_layers || e < 0 || e >= h.n_experts) {
+      size_t(used) != hf.size() || l < 0 || l >= h.all_layers() || e < 0 || e >= h.n_experts) {
     return std::nullopt;
   }
   n.layer = l, n.expert = e, n.proj = proj;
@@ -449,6 +454,55 @@ Result<std::vector<OutTensor>> hybrid_tensors(const SafetensorsTensor& t, const 
   return out;
 }
 
+// ---- MTP layers of the hybrid checkpoints (mtp.*, as vLLM's qwen3_next_mtp.py reads them) ----
+
+// Counts the checkpoint's mtp.layers.<i> (h.n_mtp) and lists them in h.recurrent as attention
+// layers. One MTP layer is supported (the released Qwen3-Next / Qwen3.5 checkpoints have one).
+Status count_mtp_layers(const SafetensorsCheckpoint& ckpt, HfConfig& h) {
+  if (!h.hybrid()) return ok_status();
+  int64_t n = 0;
+  for (const auto& [name, t] : ckpt.tensors()) {
+    long long i = -1;
+    if (std::sscanf(name.c_str(), "mtp.layers.%lld.", &i) == 1 && i >= 0) n = std::max<int64_t>(n, i + 1);
+  }
+  if (n > 1) return make_error("convert: the checkpoint has " + std::to_string(n) + " MTP layers (mtp.layers.*); 1bit converts one");
+  h.n_mtp = n;
+  h.recurrent.resize(size_t(h.all_layers()), false);
+  return ok_status();
+}
+
+// "mtp.layers.<i>.<rest>" as "model.layers.<n_layers + i>.<rest>"; other names unchanged.
+std::string layer_name_of_mtp(const std::string& name, const HfConfig& h) {
+  long long i = -1;
+  int used = 0;
+  if (h.n_mtp == 0 || std::sscanf(name.c_str(), "mtp.layers.%lld.%n", &i, &used) != 1 || used == 0) return name;
+  return "model.layers." + std::to_string(h.n_layers + i) + "." + name.substr(size_t(used));
+}
+
+// The MTP layer's own tensors: fc (eh_proj over [embedding; hidden]) and its zero-centred norms
+// (stored 1 + w), as blk.<n_layers>.nextn.*.
+Result<OutTensor> mtp_tensor(const SafetensorsTensor& t, const HfConfig& h, GgmlType out_type, ConvertReport& report) {
+  const std::string p = "blk." + std::to_string(h.n_layers) + ".nextn.";
+  if (h.n_mtp == 0) return make_error("convert: " + t.name + " without mtp.layers.0.*: the MTP layer is incomplete");
+  const std::map<std::string, std::string> norms = {{"mtp.pre_fc_norm_embedding.weight", "enorm.weight"},
+                                                    {"mtp.pre_fc_norm_hidden.weight", "hnorm.weight"},
+                                                    {"mtp.norm.weight", "shared_head_norm.weight"}};
+  if (auto it = norms.find(t.name); it != norms.end()) {
+    if (t.shape != std::vector<int64_t>{h.hidden_size}) return make_error("convert: " + t.name + " is not [hidden_size]");
+    std::vector<float> v = floats_of(t);
+    for (float& x : v) x += 1.0f;
+    return encode_floats(p + it->second, GgmlType::kF32, 0, int64_t(v.size()), v);
+  }
+  if (t.name == "mtp.fc.weight") {
+    if (t.shape != std::vector<int64_t>{h.hidden_size, 2 * h.hidden_size}) {
+      return make_error("convert: mtp.fc.weight is not [hidden_size, 2 hidden_size]");
+    }
+    ONEBIT_ASSIGN_OR_RETURN(GgmlType type, storage_type(t.name, t, out_type, report));
+    return encode_tensor(t, p + "eh_proj.weight", type);
+  }
+  return make_error("convert: tensor " + t.name + " is not known for " + h.arch + "'s MTP layer");
+}
+
 // Llama 3.1 rope scaling as per-frequency divisors (llama.cpp LlamaModel.generate_extra_tensors,
 // HF _compute_llama3_parameters): long wavelengths slow down by `factor`, short ones stay, the
 // band between is blended. Computed in float as both references do.
@@ -481,7 +535,8 @@ void write_hparams(GgufWriter& w, const HfConfig& h, const std::string& name, Gg
   w.set_uint32(a + "vocab_size", static_cast<uint32_t>(h.vocab_size));
   w.set_uint32(a + "context_length", static_cast<uint32_t>(h.context_length));
   w.set_uint32(a + "embedding_length", static_cast<uint32_t>(h.hidden_size));
-  w.set_uint32(a + "block_count", static_cast<uint32_t>(h.n_layers));
+  w.set_uint32(a + "block_count", static_cast<uint32_t>(h.all_layers()));
+  if (h.n_mtp > 0) w.set_uint32(a + "nextn_predict_layers", static_cast<uint32_t>(h.n_mtp));
   w.set_uint32(a + "feed_forward_length", static_cast<uint32_t>(h.intermediate_size));
   w.set_uint32(a + "attention.head_count", static_cast<uint32_t>(h.n_heads));
   w.set_uint32(a + "attention.head_count_kv", static_cast<uint32_t>(h.n_kv_heads));
@@ -583,17 +638,18 @@ Result<ConvertReport> convert_hf(const ConvertOptions& o) {
   std::vector<OutTensor> out;
   // experts[{layer, proj}][e]: the per-expert tensors, stacked after the loop
   std::map<std::pair<int64_t, std::string>, std::vector<const SafetensorsTensor*>> experts;
-  for (const auto& [hf_name, t] : ckpt.tensors()) {
+  ONEBIT_TRY(count_mtp_layers(ckpt, h));
+  for (const auto& [stored_name, t] : ckpt.tensors()) {
+    const std::string hf_name = layer_name_of_mtp(stored_name, h);  // mtp.layers.<i>. -> model.layers.<n + i>.
     if (auto e = expert_name(hf_name, h)) {
       auto& slot = experts[{e->layer, e->proj}];
       slot.resize(size_t(h.n_experts), nullptr);
       slot[size_t(e->expert)] = &t;
       continue;
     }
-    if (h.hybrid() && hf_name.starts_with("mtp.")) {
-      if (report.warnings.empty() || !report.warnings.back().starts_with("mtp.*")) {
-        report.warnings.push_back("mtp.* tensors (the model's multi-token-prediction layers) are not converted yet");
-      }
+    if (h.hybrid() && hf_name.starts_with("mtp.") && !hf_name.starts_with("mtp.layers.")) {
+      ONEBIT_ASSIGN_OR_RETURN(OutTensor ot, mtp_tensor(t, h, o.out_type, report));
+      out.push_back(std::move(ot));
       continue;
     }
     if (h.hybrid() && hf_name == "model.norm.weight") {  // zero-centred: 1 + w
@@ -606,7 +662,7 @@ Result<ConvertReport> convert_hf(const ConvertOptions& o) {
       const size_t dot = hf_name.find('.', 13);
       const std::string idx = hf_name.substr(13, dot - 13);
       if (dot != std::string::npos && !idx.empty() && idx.find_first_not_of("0123456789") == std::string::npos &&
-          std::stoll(idx) < h.n_layers) {
+          std::stoll(idx) < h.all_layers()) {
         ONEBIT_ASSIGN_OR_RETURN(std::vector<OutTensor> ts, hybrid_tensors(t, hf_name.substr(dot + 1), std::stoll(idx), h,
                                                                          o.out_type, report));
         if (!ts.empty()) {

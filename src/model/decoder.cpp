@@ -6,6 +6,8 @@
 // modeling_qwen2.py / modeling_qwen3.py / modeling_qwen2_moe.py / modeling_qwen3_moe.py /
 // modeling_qwen3_next.py / modeling_qwen3_5.py (DecoderLayer.forward), llama.cpp src/models/,
 // docs/hybrid.md.
+#include <algorithm>
+
 #include "model/model_internal.h"
 
 namespace onebit {
@@ -60,7 +62,8 @@ Result<LayerWeights> bind_layer(const GgufFile& f, Backend& be, const ModelConfi
   return L;
 }
 
-void Model::forward_decoder(const KvPool& pool, int64_t n, int64_t n_seqs, int64_t max_blocks, int64_t n_out) {
+void Model::forward_decoder(const KvPool& pool, int64_t n, int64_t n_seqs, int64_t max_blocks, int64_t n_out,
+                            bool checkpoints) {
   Backend& be = backend_;
   Scratch& s = *scratch_;
   const ModelConfig& c = config_;
@@ -70,6 +73,7 @@ void Model::forward_decoder(const KvPool& pool, int64_t n, int64_t n_seqs, int64
   const DeltaNetDims dd = delta_dims();
   // recurrent layers: each sequence's state row (I32 [1, n_seqs])
   const Tensor state_rows = c.recurrent.empty() ? Tensor{} : s.state_rows.rows(0, n_seqs).reshaped(1, n_seqs);
+  const Tensor ckpt_rows = checkpoints ? s.ckpt_rows.rows(0, n).reshaped(1, n) : Tensor{};
   const Tensor ids = s.ids.rows(0, n).reshaped(1, n);  // I32 [1, n]
   const Tensor pos = s.positions.rows(0, n).reshaped(1, n);
   // Each token's RoPE position is also its causal limit.
@@ -78,6 +82,16 @@ void Model::forward_decoder(const KvPool& pool, int64_t n, int64_t n_seqs, int64
   const Tensor x = s.x.rows(0, n);  // [n, hidden] residual stream
   const Tensor h = s.h.rows(0, n);  // [n, hidden] normed input
   const Tensor o = s.o.rows(0, n);  // [n, hidden] a branch's output
+  // capture: layer l's rows (x) into its column slice of the captured rows (drafters)
+  const auto capture = [&](int32_t l, const Tensor& rows) {
+    for (size_t i = 0; i < limits_.capture_layers.size(); ++i) {
+      if (limits_.capture_layers[i] != l) continue;
+      Tensor slice = s.captured.rows(0, n);  // [n, hidden] view of columns i * hidden ..
+      slice.offset_bytes += i * size_t(c.hidden_size) * sizeof(float);
+      slice.n_cols = c.hidden_size;
+      be.copy(rows, slice);
+    }
+  };
   int32_t layer = -1;
   const Observe obs = hook_ ? Observe([&](std::string_view name, const Tensor& t) { observe(name, layer, t); })
                             : Observe();
@@ -91,7 +105,7 @@ void Model::forward_decoder(const KvPool& pool, int64_t n, int64_t n_seqs, int64
     be.rms_norm(x, L.attn_norm, eps, h);
     observe("attn_norm", layer, h);
     if (c.is_recurrent(layer)) {
-      delta_net_block(be, dd, L.delta, h, RecurrentRows{rows.seq_ids, state_rows}, pool.conv[layer], pool.ssm[layer],
+      delta_net_block(be, dd, L.delta, h, RecurrentRows{rows.seq_ids, state_rows, ckpt_rows}, pool.conv[layer], pool.ssm[layer],
                       s.delta, o);
     } else {
       attention_block(be, d, L.attn, h, rows, pool.k[layer], pool.v[layer], pool.block_size, s.attn, o, &obs);
@@ -110,14 +124,13 @@ void Model::forward_decoder(const KvPool& pool, int64_t n, int64_t n_seqs, int64
     observe("ffn_out", layer, o);
     be.add(x, o, x);
     observe("l_out", layer, x);
-    // capture: the layer's output into its column slice of the captured rows (drafters)
-    for (size_t i = 0; i < limits_.capture_layers.size(); ++i) {
-      if (limits_.capture_layers[i] != layer) continue;
-      Tensor slice = s.captured.rows(0, n);  // [n, hidden] view of columns i * hidden ..
-      slice.offset_bytes += i * size_t(c.hidden_size) * sizeof(float);
-      slice.n_cols = c.hidden_size;
-      be.copy(x, slice);
-    }
+    capture(layer, x);
+  }
+  // the final-normed rows, when a drafter wants them (in-model MTP layers)
+  if (std::find(limits_.capture_layers.begin(), limits_.capture_layers.end(), c.n_layers) !=
+      limits_.capture_layers.end()) {
+    be.rms_norm(x, w_.output_norm, eps, h);
+    capture(c.n_layers, h);
   }
   if (n_out == 0) return;  // a step of prompt chunks only: K/V stored, nothing to sample
   // Rows that get logits (the step's out_rows): out_rows = x[out_ids]

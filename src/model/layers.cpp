@@ -270,7 +270,7 @@ void delta_net_block(Backend& be, const DeltaNetDims& d, const DeltaNetWeights& 
   const Tensor a = s.a.rows(0, n), b = s.b.rows(0, n);              // [n, v_heads]
   // projections; the short convolution (SiLU) over [q | k | v] continues each sequence's inputs
   be.matmul(w.qkv, h, qkv);
-  be.ssm_conv(qkv, w.conv, r.seq_ids, r.state_rows, conv_states, /*silu=*/true, conv);
+  be.ssm_conv(qkv, w.conv, r.seq_ids, r.state_rows, r.ckpt_rows, conv_states, /*silu=*/true, conv);
   const auto cols = [&](int64_t first, int64_t count) {  // [n, count] view of conv's columns
     Tensor t = conv;
     t.offset_bytes += size_t(first) * sizeof(float);
@@ -287,7 +287,7 @@ void delta_net_block(Backend& be, const DeltaNetDims& d, const DeltaNetWeights& 
   be.matmul(w.alpha, h, a);
   be.matmul(w.beta, h, b);
   be.gated_delta_rule(q, k, cols(2 * kd, int64_t(d.v_heads) * d.dv), a, b, w.A, w.dt_bias, r.seq_ids, r.state_rows,
-                      ssm_states, o, DeltaParams{d.k_heads, d.tiled});
+                      r.ckpt_rows, ssm_states, o, DeltaParams{d.k_heads, d.tiled});
   // gated norm per value head: rms_norm(o) * norm * silu(z), then the output projection
   const Tensor o_heads = o.reshaped(n * d.v_heads, d.dv);
   be.rms_norm(o_heads, w.norm, d.eps, o_heads);

@@ -100,6 +100,7 @@ struct DeltaNetScratch {
 // n_seqs]; and one layer's state tensors.
 struct RecurrentRows {
   Tensor seq_ids, state_rows;
+  Tensor ckpt_rows;  // I32 [1, n] checkpoint rows (Backend::ssm_conv), or !valid(): none
 };
 
 // Activations of the attention block, sized for max_rows rows.

@@ -65,6 +65,7 @@ void StepBatch::clear() {
   max_blocks = 0;
   out_rows.clear();
   state_rows.clear();
+  ckpt_rows.clear();
 }
 
 int64_t Model::kv_bytes_per_token(GgmlType type) const {
@@ -129,6 +130,15 @@ Result<KvPool> Model::new_kv_pool(int32_t n_blocks, int32_t block_size, GgmlType
   return pool;
 }
 
+void Model::copy_state_row(const KvPool& pool, int32_t src, int32_t dst) {
+  ONEBIT_CHECK(src >= 0 && src < pool.n_states && dst >= 0 && dst < pool.n_states);
+  for (size_t l = 0; l < pool.conv.size(); ++l) {
+    if (!pool.conv[l].valid()) continue;  // an attention layer
+    backend_.copy(pool.conv[l].rows(src, 1), pool.conv[l].rows(dst, 1));
+    backend_.copy(pool.ssm[l].rows(src, 1), pool.ssm[l].rows(dst, 1));
+  }
+}
+
 void Model::copy_kv_block(const KvPool& pool, int32_t src, int32_t dst) {
   const int64_t bs = pool.block_size;
   for (size_t l = 0; l < pool.k.size(); ++l) {
@@ -168,9 +178,9 @@ Status Model::reserve(const StepLimits& lim) {
       {&s.out_rows, GgmlType::kF32, no, c.hidden_size},  {&s.logits, GgmlType::kF32, no, c.vocab_size},
   };
   for (int32_t l : lim.capture_layers) {
-    if (l < 0 || l >= c.n_layers) {
+    if (l < 0 || l > c.n_layers) {
       return make_error("forward: capture of layer " + std::to_string(l) + "; the model has layers 0.." +
-                        std::to_string(c.n_layers - 1));
+                        std::to_string(c.n_layers - 1) + " (and " + std::to_string(c.n_layers) + ": the final norm)");
     }
   }
   const int64_t capture_cols = int64_t(lim.capture_layers.size()) * c.hidden_size;
@@ -190,6 +200,7 @@ Status Model::reserve(const StepLimits& lim) {
     const int64_t widest = std::max(int64_t(c.ssm_conv_kernel - 1) * c.ssm_channels(),
                                     int64_t(c.ssm_v_heads) * c.ssm_k_dim * c.ssm_v_dim);
     for (auto [t, type, rows, cols] : {std::tuple{&s.state_rows, GgmlType::kI32, int64_t(lim.max_seqs), int64_t(1)},
+                                       std::tuple{&s.ckpt_rows, GgmlType::kI32, n, int64_t(1)},
                                        std::tuple{&s.zero, GgmlType::kF32, int64_t(1), widest}}) {
       if (!st.ok()) break;
       auto a = backend_.alloc(type, rows, cols);
@@ -222,7 +233,7 @@ void Model::Scratch::free_all(Backend& backend) {
   attn.free_all(backend);
   moe.free_all(backend);
   delta.free_all(backend);
-  for (Tensor* t : {&state_rows, &zero}) {
+  for (Tensor* t : {&state_rows, &ckpt_rows, &zero}) {
     if (t->valid()) backend.free(*t);
     *t = Tensor{};
   }
@@ -298,6 +309,23 @@ Status Model::validate(const StepBatch& b, const KvPool& pool) const {
     if (rows.front() < 0 || rows.back() >= pool.n_states || std::adjacent_find(rows.begin(), rows.end()) != rows.end()) {
       return make_error("forward: state rows must be distinct rows of the pool's " + std::to_string(pool.n_states));
     }
+    if (!b.ckpt_rows.empty()) {  // checkpoints: distinct rows of the pool, none of them a state row
+      if (int64_t(b.ckpt_rows.size()) != n) return make_error("forward: checkpoint rows must be given per token");
+      std::vector<int32_t> all = b.state_rows;
+      for (int32_t r : b.ckpt_rows) {
+        if (r < -1 || r >= pool.n_states) {
+          return make_error("forward: checkpoint row " + std::to_string(r) + " outside the pool's " +
+                            std::to_string(pool.n_states) + " state rows");
+        }
+        if (r >= 0) all.push_back(r);
+      }
+      std::sort(all.begin(), all.end());
+      if (std::adjacent_find(all.begin(), all.end()) != all.end()) {
+        return make_error("forward: checkpoint rows must be distinct and none of the step's state rows");
+      }
+    }
+  } else if (!b.ckpt_rows.empty()) {
+    return make_error("forward: checkpoint rows for a model without recurrent layers");
   }
   return ok_status();
 }
@@ -315,6 +343,7 @@ Status Model::forward(const StepBatch& b, KvPool& pool, std::vector<float>& logi
   if (n_out > 0) backend_.write(first_i32(sc.out_ids, n_out), b.out_rows.data());
   if (!config_.recurrent.empty()) {
     backend_.write(first_i32(sc.state_rows, n_seqs), b.state_rows.data());
+    if (!b.ckpt_rows.empty()) backend_.write(first_i32(sc.ckpt_rows, n), b.ckpt_rows.data());
     // A sequence whose step starts at position 0 starts from a zero state (a new sequence, or one
     // recomputed after a preemption).
     std::vector<int32_t> first(static_cast<size_t>(n_seqs), INT32_MAX);
@@ -331,7 +360,7 @@ Status Model::forward(const StepBatch& b, KvPool& pool, std::vector<float>& logi
       }
     }
   }
-  forward_decoder(pool, n, n_seqs, b.max_blocks, n_out);
+  forward_decoder(pool, n, n_seqs, b.max_blocks, n_out, !b.ckpt_rows.empty());
   logits.resize(limits_.logits ? static_cast<size_t>(n_out * config_.vocab_size) : 0);
   if (n_out > 0 && limits_.logits) backend_.read(sc.logits.rows(0, n_out), logits.data());
   if (hidden) {

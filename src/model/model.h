@@ -50,6 +50,10 @@ struct StepBatch {
   std::vector<int32_t> state_rows;    // [n_seqs] recurrent models: each sequence's state row of the
                                       // pool (distinct); a sequence whose step starts at position 0
                                       // starts from a zero state
+  std::vector<int32_t> ckpt_rows;     // [n] or empty; recurrent models: where >= 0, the state of the
+                                      // token's sequence after the token is also kept in that state
+                                      // row (a checkpoint to roll a rejected draft back to); distinct,
+                                      // and none of the step's state rows
 
   int32_t n_tokens() const { return static_cast<int32_t>(tokens.size()); }
   int32_t n_seqs() const { return max_blocks > 0 ? static_cast<int32_t>(block_tables.size()) / max_blocks : 0; }
@@ -65,7 +69,8 @@ struct StepLimits {
   bool logits = true;       // false: hidden rows only (embeddings): no [max_out, vocab] buffer
                             // and no output matmul
   std::vector<int32_t> capture_layers;  // layers whose outputs (before any norm) every token of a
-                            // step hands back, concatenated per token (drafters: Model::forward)
+                            // step hands back, concatenated per token (drafters: Model::forward);
+                            // n_layers: the final-normed output (result_norm) of every token
 };
 
 // One sequence with a pool of its own (block table = identity): for tools and tests that score a
@@ -122,6 +127,8 @@ class Model {
   void free_kv_pool(KvPool& pool);
   // Copies block src of every layer of `pool` to block dst (copy-on-write, drafts' scratch).
   void copy_kv_block(const KvPool& pool, int32_t src, int32_t dst);
+  // Copies state row src of every recurrent layer of `pool` to row dst (a rollback to a checkpoint).
+  void copy_state_row(const KvPool& pool, int32_t src, int32_t dst);
 
   // Sizes the step buffers for steps up to `limits` (frees the previous ones). The engine calls
   // it once at start; nothing is allocated while serving.
@@ -157,7 +164,9 @@ class Model {
   // Calls the hook with a host copy of `t` (no-op without a hook).
   void observe(std::string_view name, int layer_idx, const Tensor& t);
   // The decoder forward (model/forward.cpp): the step's inputs already in scratch.
-  void forward_decoder(const KvPool& pool, int64_t n_tokens, int64_t n_seqs, int64_t max_blocks, int64_t n_out);
+  // checkpoints: the step has StepBatch::ckpt_rows (uploaded to the scratch's ckpt_rows).
+  void forward_decoder(const KvPool& pool, int64_t n_tokens, int64_t n_seqs, int64_t max_blocks, int64_t n_out,
+                       bool checkpoints);
   BlockDims block_dims() const;
   MoeDims moe_dims() const;
   DeltaNetDims delta_dims() const;

@@ -145,12 +145,19 @@ Status read_hybrid(const GgufFile& f, const std::string& a, ModelConfig& c) {
   c.ssm_tiled = c.arch != Architecture::kQwen3Next;
   const std::string list_key = a + "attention.recurrent_layers";
   if (const GgufValue* v = f.find(list_key)) {
-    if (v->type != GgufValueType::kArray || v->array_count != uint64_t(c.n_layers) ||
+    // one entry per layer, MTP layers (attention) included or not
+    const uint64_t all = uint64_t(c.n_layers + c.n_nextn);
+    if (v->type != GgufValueType::kArray || (v->array_count != uint64_t(c.n_layers) && v->array_count != all) ||
         !(v->array_type == GgufValueType::kBool || v->array_type == GgufValueType::kUint8 ||
           v->array_type == GgufValueType::kInt32 || v->array_type == GgufValueType::kUint32)) {
-      return config_error(list_key + " must be an array of " + std::to_string(c.n_layers) + " booleans");
+      return config_error(list_key + " must be an array of " + std::to_string(all) + " booleans");
     }
-    for (uint64_t l = 0; l < v->array_count; ++l) c.recurrent.push_back(v->array_int(l) != 0);
+    for (uint64_t l = 0; l < v->array_count; ++l) {
+      if (l >= uint64_t(c.n_layers) && v->array_int(l) != 0) {
+        return config_error(list_key + " marks MTP layer " + std::to_string(l) + " recurrent; MTP layers are attention");
+      }
+      if (l < uint64_t(c.n_layers)) c.recurrent.push_back(v->array_int(l) != 0);
+    }
   } else {
     int32_t every = 0;
     ONEBIT_ASSIGN_OR_RETURN(every, get_dim(f, a + "full_attention_interval", c.n_layers));
@@ -207,6 +214,15 @@ Result<ModelConfig> model_config_from_gguf(const GgufFile& f) {
   constexpr int64_t kMaxDim = 1 << 20;
   ONEBIT_ASSIGN_OR_RETURN(c.hidden_size, get_dim(f, a + "embedding_length", kMaxDim));
   ONEBIT_ASSIGN_OR_RETURN(c.n_layers, get_dim(f, a + "block_count", 4096));
+  // MTP layers (llama.cpp's nextn layers) are counted in block_count and stored after the others.
+  if (f.find(a + "nextn_predict_layers")) {
+    auto n = f.get_uint(a + "nextn_predict_layers");
+    if (!n.ok() || *n >= uint64_t(c.n_layers)) {
+      return config_error(a + "nextn_predict_layers must be below block_count (" + std::to_string(c.n_layers) + ")");
+    }
+    c.n_nextn = static_cast<int32_t>(*n);
+    c.n_layers -= c.n_nextn;
+  }
   ONEBIT_ASSIGN_OR_RETURN(c.n_heads, get_dim(f, a + "attention.head_count", 4096));
   ONEBIT_ASSIGN_OR_RETURN(c.n_kv_heads, get_dim_or(f, a + "attention.head_count_kv", 4096, c.n_heads));
   if (c.n_heads % c.n_kv_heads != 0) {

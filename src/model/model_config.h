@@ -30,7 +30,9 @@ struct ModelConfig {
   std::string arch_name;           // general.architecture as stored
   int32_t vocab_size = 0;          // rows of token_embd.weight
   int32_t hidden_size = 0;         // <arch>.embedding_length
-  int32_t n_layers = 0;            // <arch>.block_count
+  int32_t n_layers = 0;            // <arch>.block_count less the MTP layers
+  int32_t n_nextn = 0;             // <arch>.nextn_predict_layers: MTP layers blk.<n_layers + i>.*
+                                   // (the --mtp drafter's; the forward runs the n_layers others)
   int32_t n_heads = 0;             // <arch>.attention.head_count
   int32_t n_kv_heads = 0;          // <arch>.attention.head_count_kv (default n_heads)
   int32_t head_dim = 0;            // <arch>.attention.key_length (default hidden_size / n_heads)
@@ -62,7 +64,7 @@ struct ModelConfig {
   int32_t ssm_v_dim = 0;           // ssm.inner_size / ssm.time_step_rank
   bool ssm_tiled = false;          // value heads in tiled order (qwen35, qwen35moe)
   bool gated_attention = false;
-  bool is_recurrent(int32_t layer) const { return !recurrent.empty() && recurrent[size_t(layer)]; }
+  bool is_recurrent(int32_t layer) const { return size_t(layer) < recurrent.size() && recurrent[size_t(layer)]; }
   int64_t ssm_channels() const { return 2 * int64_t(ssm_k_heads) * ssm_k_dim + int64_t(ssm_v_heads) * ssm_v_dim; }
 };
 

@@ -31,6 +31,7 @@ struct Model::Scratch {
   MoeScratch moe;          // expert activations; !valid() without experts
   DeltaNetScratch delta;   // recurrent layers' activations; !valid() without them
   Tensor state_rows;       // I32 [max_seqs, 1] the step's sequences' state rows
+  Tensor ckpt_rows;        // I32 [max_tokens, 1] the step's checkpoint rows (StepBatch::ckpt_rows)
   Tensor zero;             // F32 [1, the widest state row] of zeros (fresh sequences)
   Tensor out_rows;         // [max_out, hidden] final-normed rows that get logits
   Tensor logits;           // [max_out, vocab]; !valid() when the limits say no logits

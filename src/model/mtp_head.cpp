@@ -54,14 +54,38 @@ Result<std::unique_ptr<MtpHead>> MtpHead::load(const GgufFile& f, Model& target)
   auto blocks = f.get_int("qwen3_mtp.block_count");
   if (blocks.ok() && *blocks != 1) return make_error("mtp: qwen3_mtp.block_count is " + std::to_string(*blocks) + "; supported: 1");
   m->vocab_ = target.config().vocab_size;
-  const int64_t hd = m->d_.hidden;
-  Backend& be = m->be_;
-  ONEBIT_ASSIGN_OR_RETURN(m->enorm_, bind_tensor(f, be, "blk.0.nextn.enorm.weight", 1, hd));
-  ONEBIT_ASSIGN_OR_RETURN(m->hnorm_, bind_tensor(f, be, "blk.0.nextn.hnorm.weight", 1, hd));
-  ONEBIT_ASSIGN_OR_RETURN(m->eh_proj_, bind_tensor(f, be, "blk.0.nextn.eh_proj.weight", hd, 2 * hd));
-  ONEBIT_ASSIGN_OR_RETURN(m->head_norm_, bind_tensor(f, be, "blk.0.nextn.shared_head_norm.weight", 1, hd));
-  ONEBIT_ASSIGN_OR_RETURN(m->block_, bind_qwen3_block(f, be, m->d_, 0));
+  m->target_layer_ = target.config().n_layers - 1;
+  ONEBIT_TRY(m->bind_nextn(f, 0));
+  ONEBIT_ASSIGN_OR_RETURN(m->block_, bind_qwen3_block(f, m->be_, m->d_, 0));
   return m;
+}
+
+Result<std::unique_ptr<MtpHead>> MtpHead::load_nextn(const GgufFile& f, Model& target) {
+  const ModelConfig& c = target.config();
+  if (c.n_nextn < 1) {
+    return make_error("mtp: " + f.name() + " has no MTP layers (" + c.arch_name + ".nextn_predict_layers)");
+  }
+  std::unique_ptr<MtpHead> m(new MtpHead(target.backend(), target));
+  m->d_ = block_dims_of(c);
+  m->md_ = moe_dims_of(c);
+  m->vocab_ = c.vocab_size;
+  m->target_layer_ = c.n_layers;  // the final-normed output
+  m->normed_chain_ = true;
+  ONEBIT_TRY(m->bind_nextn(f, c.n_layers));
+  auto block = bind_layer(f, m->be_, c, c.n_layers);
+  if (!block.ok()) return make_error("mtp: the model's MTP layer " + std::to_string(c.n_layers) + ": " + block.message());
+  m->block_ = std::move(*block);
+  return m;
+}
+
+Status MtpHead::bind_nextn(const GgufFile& f, int32_t layer) {
+  const int64_t hd = d_.hidden;
+  const std::string p = "blk." + std::to_string(layer) + ".nextn.";
+  ONEBIT_ASSIGN_OR_RETURN(enorm_, bind_tensor(f, be_, p + "enorm.weight", 1, hd));
+  ONEBIT_ASSIGN_OR_RETURN(hnorm_, bind_tensor(f, be_, p + "hnorm.weight", 1, hd));
+  ONEBIT_ASSIGN_OR_RETURN(eh_proj_, bind_tensor(f, be_, p + "eh_proj.weight", hd, 2 * hd));
+  ONEBIT_ASSIGN_OR_RETURN(head_norm_, bind_tensor(f, be_, p + "shared_head_norm.weight", 1, hd));
+  return ok_status();
 }
 
 MtpHead::~MtpHead() {
@@ -74,7 +98,7 @@ MtpHead::~MtpHead() {
 
 Status MtpHead::reserve(int32_t max_rows, int32_t max_seqs, int32_t max_blocks, int32_t max_out) {
   ONEBIT_CHECK(!x_.valid());
-  ONEBIT_TRY(s_.alloc(be_, d_, max_rows));
+  ONEBIT_TRY(s_.alloc(be_, d_, max_rows, &md_));
   ONEBIT_TRY(in_.alloc(be_, max_rows, max_seqs, max_blocks, max_out));
   struct Want { Tensor* t; int64_t rows, cols; };
   for (Want w : {Want{&x_, max_rows, d_.hidden}, Want{&e_, max_rows, d_.hidden}, Want{&cat_, max_rows, 2 * d_.hidden},
@@ -119,8 +143,8 @@ Status MtpHead::forward(const HeadBatch& b, std::span<const float> h, KvPool& po
   if (no > 0) {
     const Tensor o = out_rows_.rows(0, no), lg = logits_.rows(0, no);
     be_.get_rows(x, in_.out_ids.reshaped(in_.out_ids.n_cols, 1).rows(0, no).reshaped(1, no), o);
-    be_.read(o, out.data());
     be_.rms_norm(o, head_norm_, d_.eps, e.rows(0, no));
+    be_.read(normed_chain_ ? e.rows(0, no) : o, out.data());
     be_.matmul(target_.weights().output, e.rows(0, no), lg);
     be_.read(lg, logits.data());
   }

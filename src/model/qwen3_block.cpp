@@ -5,13 +5,18 @@
 
 namespace onebit {
 
-Status BlockScratch::alloc(Backend& be, const BlockDims& d, int64_t n) {
+Status BlockScratch::alloc(Backend& be, const BlockDims& d, int64_t n, const MoeDims* md) {
   for (auto [t, cols] : {std::pair{&h, d.hidden}, {&o, d.hidden}, {&gate, d.ffn}, {&up, d.ffn}}) {
+    if (cols == 0) continue;
     auto a = be.alloc(GgmlType::kF32, n, cols);
     if (!a.ok()) return make_error("drafter scratch: " + a.message());
     *t = *a;
   }
   Status st = attn.alloc(be, d, n);
+  if (st.ok() && md != nullptr && md->n_experts > 0) {
+    moe_dims = *md;
+    st = moe.alloc(be, *md, n);
+  }
   return st.ok() ? st : make_error("drafter " + st.message());
 }
 
@@ -21,6 +26,7 @@ void BlockScratch::free_all(Backend& be) {
     *t = Tensor{};
   }
   attn.free_all(be);
+  moe.free_all(be);
 }
 
 void HeadBatch::clear() {
@@ -123,9 +129,13 @@ void qwen3_block(Backend& be, const BlockDims& d, const LayerWeights& L, const T
   be.rms_norm(x, L.attn_norm, d.eps, h);
   attention_block(be, d, L.attn, h, r, k_pool, v_pool, block_size, s.attn, o);
   be.add(x, o, x);
-  // x += down(silu(gate(ffn_norm(x))) * up(ffn_norm(x)))
+  // x += ffn(ffn_norm(x)): a mixture of experts, or down(silu(gate(h)) * up(h))
   be.rms_norm(x, L.ffn_norm, d.eps, h);
-  swiglu_ffn(be, L.ffn, h, s.gate.rows(0, n), s.up.rows(0, n), o);
+  if (L.moe.router.valid()) {
+    moe_ffn(be, s.moe_dims, L.moe, h, s.moe, o);
+  } else {
+    swiglu_ffn(be, L.ffn, h, s.gate.rows(0, n), s.up.rows(0, n), o);
+  }
   be.add(x, o, x);
 }
 

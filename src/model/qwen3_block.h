@@ -1,5 +1,6 @@
-// One Qwen3 decoder block for the drafters' forwards (mtp_head, dflash_model): attn_norm, the
-// attention block, ffn_norm, SwiGLU, made of the same layer pieces as the target's forward
+// One decoder block for the drafters' forwards (mtp_head, dflash_model): attn_norm, the attention
+// block (a Qwen3 block's, or the family's gated attention for a model's own MTP layer), ffn_norm,
+// SwiGLU or the family's mixture of experts, made of the same layer pieces as the target's forward
 // (layers.h); plus the drafters' batch inputs and K/V pools.
 #pragma once
 
@@ -19,8 +20,11 @@ namespace onebit {
 struct BlockScratch {
   Tensor h, o;       // [max_rows, hidden] normed input, branch output
   AttentionScratch attn;
-  Tensor gate, up;   // [max_rows, ffn]
-  Status alloc(Backend& be, const BlockDims& d, int64_t max_rows);
+  Tensor gate, up;   // [max_rows, ffn]; !valid() when d.ffn is 0
+  MoeDims moe_dims;  // the mixture's geometry (blocks with one)
+  MoeScratch moe;    // !valid() without a mixture
+  // With moe (n_experts > 0) the scratch of a mixture-of-experts FFN too.
+  Status alloc(Backend& be, const BlockDims& d, int64_t max_rows, const MoeDims* moe = nullptr);
   void free_all(Backend& be);
 };
 
@@ -62,8 +66,9 @@ Result<LayerWeights> bind_qwen3_block(const GgufFile& file, Backend& be, const B
 void qwen3_store_kv(Backend& be, const BlockDims& d, const LayerWeights& L, const Tensor& x, const BlockRows& r,
                     const Tensor& k_pool, const Tensor& v_pool, BlockScratch& s);
 
-// x [n, hidden] += attention(attn_norm(x)) then += ffn(ffn_norm(x)); the rows' K/V are stored in
-// the pools first, so every row sees its own and those before it in its table up to attn_pos.
+// x [n, hidden] += attention(attn_norm(x)) then += ffn(ffn_norm(x)) (L.moe when bound, else the
+// SwiGLU); the rows' K/V are stored in the pools first, so every row sees its own and those before
+// it in its table up to attn_pos.
 void qwen3_block(Backend& be, const BlockDims& d, const LayerWeights& L, const Tensor& x, const BlockRows& r,
                  const Tensor& k_pool, const Tensor& v_pool, int32_t block_size, BlockScratch& s);
 

@@ -158,14 +158,12 @@ Result<std::shared_ptr<Drafter>> NativeEngine::make_drafter() {
     if (!draft.ok()) return make_error(option + " '" + options_.drafter_path + "': " + draft.message());
     d = make_draft_model_drafter(*file_, *model_, *drafter_file_, std::move(*draft), options_.draft_p_min);
   } else if (kind == "mtp") {
-    if (options_.drafter_path == options_.model_path) {  // --mtp without a head file
+    if (options_.drafter_path == options_.model_path) {  // --mtp without a head file: the model's own
       const std::string key = model_->config().arch_name + ".nextn_predict_layers";
-      if (file_->find(key)) {
-        return make_error("--mtp: " + options_.model_path + " carries MTP layers (" + key +
-                          "), which the native engine does not read yet; give a head file: --mtp HEAD.gguf");
+      if (!file_->find(key)) {
+        return make_error("--mtp: " + options_.model_path + " has no MTP layers (no " + key +
+                          "); give the head file: --mtp HEAD.gguf");
       }
-      return make_error("--mtp: " + options_.model_path + " has no MTP head (no " + key +
-                        "); give the head file: --mtp HEAD.gguf");
     }
     d = make_mtp_drafter(*drafter_file_, *model_, options_.draft_p_min);
   } else if (kind == "dflash") {
@@ -189,10 +187,11 @@ std::string NativeEngine::describe() const {
                 l.cache_type == GgmlType::kF32 ? "f32" : "f16", mib, l.n_ctx, l.batch_tokens, slots.c_str());
   std::string out = line;
   if (const int64_t state = model_->state_bytes_per_sequence(); state > 0) {
-    const int32_t rows = l.total_slots();
+    // a row per slot, and with a drafter a checkpoint row per slot and draft position (rollback)
+    const int32_t rows = l.total_slots() * (1 + (options_.drafter.empty() ? 0 : options_.draft_max));
     char more[160];
-    std::snprintf(more, sizeof more, "; recurrent state %d rows of %.2f MiB (no prompt prefix caching, no drafting)",
-                  rows, double(state) / (1024.0 * 1024.0));
+    std::snprintf(more, sizeof more, "; recurrent state %d rows of %.2f MiB (no prompt prefix caching)", rows,
+                  double(state) / (1024.0 * 1024.0));
     out += more;
   }
   if (options_.embedding) return out + "; embeddings only, pooling " + std::string(pooling_name(pooling_));

@@ -483,7 +483,7 @@ TEST_P(BackendOpsTest, SsmConvInterleavedSequences) {
         check(what, n, C, [&](Backend& b, const Tensor& o) {
           Tensor states = upload(b, rc.n_state_rows, (K - 1) * C, st0);
           b.ssm_conv(input_view(b, n, C, x), upload(b, C, K, w), upload_i32(b, rc.seq_ids), upload_i32(b, rc.state_rows),
-                     states, silu, o);
+                     Tensor{}, states, silu, o);
           (&b == &be() ? st_got : st_want) = download(b, states);
         }, 1e-12);
         expect_close(bname(), what + " states", st_got, st_want, 0.0);
@@ -520,11 +520,100 @@ TEST_P(BackendOpsTest, GatedDeltaRuleChunkedAndRecurrent) {
       Tensor states = upload(b, rc.n_state_rows, H * dk * dv, st0);
       b.gated_delta_rule(input_view(b, n, NK * dk, q), input_view(b, n, NK * dk, k), input_view(b, n, H * dv, v),
                          input_view(b, n, H, a), input_view(b, n, H, bb), upload(b, 1, H, A), upload(b, 1, H, dt),
-                         upload_i32(b, rc.seq_ids), upload_i32(b, rc.state_rows), states, o,
+                         upload_i32(b, rc.seq_ids), upload_i32(b, rc.state_rows), Tensor{}, states, o,
                          DeltaParams{int32_t(NK), tiled});
       (&b == &be() ? st_got : st_want) = download(b, states);
     }, 1e-10);
     expect_close(bname(), what + " states", st_got, st_want, 1e-10);
+  }
+}
+
+// Checkpoints (speculative verification): with a checkpoint row after every row but each
+// sequence's last, the op's outputs and final states are those without checkpoints, and each
+// checkpoint row holds the state that the sequence's run cut short after that row leaves (the
+// reference without checkpoints on the shorter run). Sequence 0's run of 40 rows would be chunked
+// without checkpoints.
+TEST_P(BackendOpsTest, RecurrentCheckpointsEqualShorterRuns) {
+  const std::vector<int> lens{40, 1, 4};
+  const RecurrentCase rc = interleaved(lens, 91);
+  const int64_t n = int64_t(rc.seq_ids.size());
+  std::vector<int32_t> ckpt(size_t(n), -1);
+  std::vector<int> seen(lens.size(), 0);
+  int64_t n_rows = rc.n_state_rows;  // state rows, then the checkpoint rows
+  for (int64_t t = 0; t < n; ++t) {
+    const int s = rc.seq_ids[t];
+    if (++seen[s] < lens[s]) ckpt[t] = int32_t(n_rows++);
+  }
+  // runs(b, rows, seq_ids, state_rows, ckpt or {}, states, out): one op call of either kind
+  const auto check_op = [&](const std::string& what, int64_t width, int64_t state_width, auto&& run) {
+    const auto st0 = random_floats(size_t(n_rows * state_width), 92, 0.3f);
+    std::vector<float> st_got, st_plain;
+    // with checkpoints on the backend, without on the reference: outputs and final states agree
+    check(what + " with checkpoints", n, width, [&](Backend& b, const Tensor& o) {
+      Tensor states = upload(b, n_rows, state_width, st0);
+      const bool mine = &b == &be();
+      run(b, std::vector<int64_t>{}, rc.seq_ids, rc.state_rows, mine ? upload_i32(b, ckpt) : Tensor{}, states, o);
+      (mine ? st_got : st_plain) = download(b, states);
+    }, 1e-10);
+    for (int64_t r = 0; r < rc.n_state_rows; ++r) {
+      const auto row = [&](const std::vector<float>& v) {
+        return std::vector<float>(v.begin() + r * state_width, v.begin() + (r + 1) * state_width);
+      };
+      expect_close(bname(), what + " final state row " + std::to_string(r), row(st_got), row(st_plain), 1e-10);
+    }
+    // each checkpoint against the reference's run of the sequence's rows up to it
+    for (int64_t t = 0; t < n; ++t) {
+      if (ckpt[t] < 0) continue;
+      const int32_t s = rc.seq_ids[t];
+      std::vector<int64_t> rows;
+      for (int64_t u = 0; u <= t; ++u) {
+        if (rc.seq_ids[u] == s) rows.push_back(u);
+      }
+      Tensor states = upload(ref(), n_rows, state_width, st0);
+      Tensor o = ref().alloc(GgmlType::kF32, int64_t(rows.size()), width).value();
+      run(ref(), rows, std::vector<int32_t>(rows.size(), 0), std::vector<int32_t>{rc.state_rows[s]}, Tensor{}, states, o);
+      const auto want = download(ref(), states);
+      const auto at = [&](const std::vector<float>& v, int64_t r) {
+        return std::vector<float>(v.begin() + r * state_width, v.begin() + (r + 1) * state_width);
+      };
+      expect_close(bname(), what + " checkpoint after row " + std::to_string(t), at(st_got, ckpt[t]),
+                   at(want, rc.state_rows[s]), 1e-10);
+    }
+  };
+  // The inputs of the rows `rows` of the step (all rows when empty).
+  const auto pick = [&](const std::vector<float>& all, int64_t width, const std::vector<int64_t>& rows) {
+    if (rows.empty()) return all;
+    std::vector<float> v;
+    for (int64_t r : rows) v.insert(v.end(), all.begin() + r * width, all.begin() + (r + 1) * width);
+    return v;
+  };
+  {
+    const int64_t C = 37, K = 4;
+    const auto x = random_floats(size_t(n * C), 93), w = random_floats(size_t(C * K), 94);
+    check_op("ssm_conv", C, (K - 1) * C, [&](Backend& b, const std::vector<int64_t>& rows, const std::vector<int32_t>& seq,
+                                            const std::vector<int32_t>& srows, const Tensor& ck, const Tensor& states,
+                                            const Tensor& o) {
+      b.ssm_conv(upload(b, int64_t(seq.size()), C, pick(x, C, rows)), upload(b, C, K, w), upload_i32(b, seq),
+                 upload_i32(b, srows), ck, states, /*silu=*/true, o);
+    });
+  }
+  {
+    const int64_t H = 4, NK = 2, dk = 16, dv = 24;
+    auto q = random_floats(size_t(n * NK * dk), 95, 0.25f), k = random_floats(size_t(n * NK * dk), 96, 0.25f);
+    const auto v = random_floats(size_t(n * H * dv), 97), a = random_floats(size_t(n * H), 98, 2.0f);
+    const auto bb = random_floats(size_t(n * H), 99, 2.0f), dt = random_floats(size_t(H), 100);
+    std::vector<float> A = random_floats(size_t(H), 101);
+    for (float& x : A) x = -std::exp(x);
+    check_op("gated_delta_rule", H * dv, H * dk * dv, [&](Backend& b, const std::vector<int64_t>& rows,
+                                                         const std::vector<int32_t>& seq,
+                                                         const std::vector<int32_t>& srows, const Tensor& ck,
+                                                         const Tensor& states, const Tensor& o) {
+      const int64_t m = int64_t(seq.size());
+      b.gated_delta_rule(upload(b, m, NK * dk, pick(q, NK * dk, rows)), upload(b, m, NK * dk, pick(k, NK * dk, rows)),
+                         upload(b, m, H * dv, pick(v, H * dv, rows)), upload(b, m, H, pick(a, H, rows)),
+                         upload(b, m, H, pick(bb, H, rows)), upload(b, 1, H, A), upload(b, 1, H, dt), upload_i32(b, seq),
+                         upload_i32(b, srows), ck, states, o, DeltaParams{int32_t(NK), false});
+    });
   }
 }
 

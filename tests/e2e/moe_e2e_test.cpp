@@ -79,6 +79,56 @@ TEST_P(MoeE2e, GreedyEqualsTransformersAloneAndUnderParallel4) {
   for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(together[i], solo[i]) << "prompt " << i;
 }
 
+// The hybrid checkpoints' own MTP layer (mtp.*, converted to nextn layers): `--mtp` without a head
+// file drafts with it, every step at full length (--mtp-fixed), and the greedy replies equal those
+// without drafting, alone and four at once with drafted and plain (speculative.n_max 0) requests
+// mixed; the rejected drafts roll the delta nets' states back to their checkpoints.
+class HybridMtpE2e : public MoeE2e {};
+
+TEST_P(HybridMtpE2e, OwnMtpLayerKeepsTheGreedyReplies) {
+  std::vector<json> prompts;
+  for (const json& p : golden_["prompts"]) prompts.push_back(p["ids"]);
+  prompts.push_back(golden_["greedy_prompt"]);
+  std::vector<std::string> want;
+  {
+    Server plain;
+    plain.start(model_, {"--threads", "1"});
+    for (const json& p : prompts) want.push_back(text(complete(plain, p, 32)));
+  }
+  Server s;
+  s.start(model_, {"--parallel", "4", "--threads", "1", "--mtp-fixed", "--mtp"});
+  int64_t drafted = 0, accepted = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const Reply r = complete(s, prompts[i], 32);
+    EXPECT_EQ(text(r), want[i]) << "prompt " << i;
+    drafted += r.body["timings"].value("draft_n", 0);
+    accepted += r.body["timings"].value("draft_n_accepted", 0);
+  }
+  EXPECT_GT(drafted, 0) << "--mtp drafted nothing";
+  std::vector<std::string> mixed(prompts.size());
+  std::vector<json> timings(prompts.size());
+  std::vector<std::thread> clients;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    clients.emplace_back([&, i] {
+      json body{{"prompt", prompts[i]}, {"max_tokens", 32}, {"temperature", 0}};
+      if (i % 2) body["speculative.n_max"] = 0;
+      auto r = s.post("/v1/completions", body);
+      EXPECT_EQ(r.status, 200) << r.raw;
+      mixed[i] = text(r);
+      if (r.status == 200) timings[i] = r.body["timings"];
+    });
+  }
+  for (auto& t : clients) t.join();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ(mixed[i], want[i]) << "prompt " << i << " under --parallel 4";
+    if (i % 2) EXPECT_EQ(timings[i].value("draft_n", 0), 0) << "speculative.n_max 0 drafted";
+  }
+  std::printf("%s --mtp: %lld of %lld drafted tokens accepted\n", GetParam().c_str(), (long long)accepted,
+              (long long)drafted);
+}
+
+INSTANTIATE_TEST_SUITE_P(Tiny, HybridMtpE2e, ::testing::Values("tiny-qwen3next", "tiny-qwen3_5", "tiny-qwen3_5moe"));
+
 INSTANTIATE_TEST_SUITE_P(Tiny, MoeE2e, ::testing::Values("tiny-qwen3moe", "tiny-qwen2moe", "tiny-qwen3next", "tiny-qwen3_5",
                                                           "tiny-qwen3_5moe"));
 

@@ -21,6 +21,7 @@
 #include "engine/engine.h"
 #include "engine/head_drafters.h"
 #include "gguf/gguf_reader.h"
+#include "model/convert_hf.h"
 #include "model/model.h"
 #include "model/random_model.h"
 #include "testdata.h"
@@ -76,9 +77,11 @@ std::vector<float> capture(Model& model, const std::vector<TokenId>& tokens, con
                            int32_t bs) {
   const int32_t n = int32_t(tokens.size()), nb = (n + bs - 1) / bs;
   EXPECT_TRUE(model.reserve(StepLimits{n, 1, nb, 1, true, layers}).ok());
-  auto pool = model.new_kv_pool(nb, bs, GgmlType::kF32);
+  const bool recurrent = !model.config().recurrent.empty();
+  auto pool = model.new_kv_pool(nb, bs, GgmlType::kF32, recurrent ? 1 : 0);
   EXPECT_TRUE(pool.ok());
   StepBatch b;
+  if (recurrent) b.state_rows = {0};
   b.max_blocks = nb;
   for (int32_t i = 0; i < nb; ++i) b.block_tables.push_back(i);
   for (int32_t p = 0; p < n; ++p) {
@@ -293,6 +296,47 @@ TEST(HeadDrafters, EngineGreedyOutputUnchanged) {
     EXPECT_EQ(dflash, plain);
     std::printf("prompt of %zu tokens: tokens per step: none %.2f, MTP (3) %.2f, DFlash (7) %.2f\n", prompt.size(),
                 plain_steps, mtp_steps, dflash_steps);
+  }
+}
+
+// The hybrid models' own MTP layer (tests/golden/model/tiny-qwen3next, tiny-qwen3_5,
+// tiny-qwen3_5moe, converted to F32 here) against PyTorch running transformers' decoder layer as
+// vLLM runs the MTP layer (tools/model/make_mtp_goldens.py, mtp.json): chained drafts of 3 tokens
+// at every anchor.
+TEST(HeadDrafters, HybridMtpLayerDraftsEqualPytorch) {
+  for (const std::string name : {"tiny-qwen3next", "tiny-qwen3_5", "tiny-qwen3_5moe"}) {
+    const std::string dir = testing::source_path("tests/golden/model/" + name);
+    const std::filesystem::path tmp =
+        std::filesystem::temp_directory_path() / ("onebit_mtp_layer_" + std::to_string(::getpid()) + name);
+    std::filesystem::create_directories(tmp);
+    ConvertOptions co;
+    co.hf_dir = dir;
+    co.out_path = (tmp / "model.gguf").string();
+    co.out_type = GgmlType::kF32;
+    auto report = convert_hf(co);
+    ASSERT_TRUE(report.ok()) << report.message();
+    auto file = open(co.out_path);
+    auto backend = make_cpu_backend(2);
+    auto model = Model::load(*file, *backend);
+    ASSERT_TRUE(model.ok()) << model.message();
+    std::ifstream in(dir + "/mtp.json");
+    ASSERT_TRUE(in.good()) << dir << "/mtp.json is missing (tools/model/make_mtp_goldens.py)";
+    const json g = json::parse(in);
+    auto make = [&] {
+      auto d = make_mtp_drafter(*file, **model, 0.0f);
+      EXPECT_TRUE(d.ok()) << d.message();
+      return *d;
+    };
+    auto proto = make();
+    EXPECT_EQ(proto->target_layers(), std::vector<int32_t>{(*model)->config().n_layers}) << "the final-normed rows";
+    for (int32_t chunk : {1, 8}) {
+      const double agree = agreement(g, "mtp", **model, *proto, 3, chunk, make);
+      std::printf("%s MTP layer: %.2f%% of draft tokens equal PyTorch's (first observation of %d positions)\n",
+                  name.c_str(), 100.0 * agree, chunk);
+      EXPECT_GE(agree, 0.97) << name;
+    }
+    model->reset();
+    std::filesystem::remove_all(tmp);
   }
 }
 

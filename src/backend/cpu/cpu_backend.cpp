@@ -148,10 +148,11 @@ class CpuBackend final : public HostBackend {
 
   void moe_route(const Tensor& logits, bool normalize, const Tensor& ids, const Tensor& weights) override;
   void ssm_conv(const Tensor& x, const Tensor& w, const Tensor& seq_ids, const Tensor& state_rows,
-                const Tensor& states, bool silu, const Tensor& out) override;
+                const Tensor& ckpt_rows, const Tensor& states, bool silu, const Tensor& out) override;
   void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a, const Tensor& b,
                         const Tensor& A, const Tensor& dt_bias, const Tensor& seq_ids, const Tensor& state_rows,
-                        const Tensor& states, const Tensor& out, const DeltaParams& p) override;
+                        const Tensor& ckpt_rows, const Tensor& states, const Tensor& out,
+                        const DeltaParams& p) override;
   void moe_matmul(const Tensor& w, int32_t n_experts, const Tensor& x, const Tensor& ids, const Tensor& out) override;
 
   void moe_combine(const Tensor& y, const Tensor& weights, const Tensor& out) override {
@@ -196,7 +197,9 @@ class CpuBackend final : public HostBackend {
   void matmul_dequantized(const Tensor& w, const Tensor& x, const Tensor& out);
   // The step's rows grouped by sequence (seq_rows_ from seq_first_[s] to seq_first_[s + 1], in
   // order); CHECKs every sequence index and its state row.
-  void group_by_sequence(const Tensor& seq_ids, const Tensor& state_rows, const Tensor& states);
+  // Also CHECKs the checkpoint rows (if any) and returns them (nullptr: none).
+  const int32_t* group_by_sequence(const Tensor& seq_ids, const Tensor& state_rows, const Tensor& ckpt_rows,
+                                   const Tensor& states);
   // Repacks weight t's rows (bytes) into panels owned by its buffer.
   Status pack_panels(const Tensor& t, std::span<const uint8_t> bytes);
 
@@ -375,7 +378,8 @@ void CpuBackend::moe_matmul(const Tensor& w, int32_t n_experts, const Tensor& x,
   }
 }
 
-void CpuBackend::group_by_sequence(const Tensor& seq_ids, const Tensor& state_rows, const Tensor& states) {
+const int32_t* CpuBackend::group_by_sequence(const Tensor& seq_ids, const Tensor& state_rows,
+                                             const Tensor& ckpt_rows, const Tensor& states) {
   const int64_t n = seq_ids.n_cols, n_seqs = state_rows.n_cols;
   const int32_t* seq = i32_row(seq_ids, 0);
   seq_first_.assign(size_t(n_seqs) + 1, 0);
@@ -391,13 +395,17 @@ void CpuBackend::group_by_sequence(const Tensor& seq_ids, const Tensor& state_ro
   seq_rows_.resize(size_t(n));
   std::vector<int64_t> fill(seq_first_.begin(), seq_first_.end() - 1);
   for (int64_t t = 0; t < n; ++t) seq_rows_[size_t(fill[seq[t]]++)] = int32_t(t);
+  if (!ckpt_rows.valid()) return nullptr;
+  const int32_t* ckpt = i32_row(ckpt_rows, 0);
+  for (int64_t t = 0; t < n; ++t) ONEBIT_CHECK(ckpt[t] >= -1 && ckpt[t] < states.n_rows);
+  return ckpt;
 }
 
 // Per sequence, channel ranges in parallel (channels are independent; a sequence's tokens in order).
 void CpuBackend::ssm_conv(const Tensor& x, const Tensor& w, const Tensor& seq_ids, const Tensor& state_rows,
-                          const Tensor& states, bool silu, const Tensor& out) {
-  const int64_t K = check_ssm_conv(x, w, seq_ids, state_rows, states, out), C = x.n_cols;
-  group_by_sequence(seq_ids, state_rows, states);
+                          const Tensor& ckpt_rows, const Tensor& states, bool silu, const Tensor& out) {
+  const int64_t K = check_ssm_conv(x, w, seq_ids, state_rows, ckpt_rows, states, out), C = x.n_cols;
+  const int32_t* ckpt = group_by_sequence(seq_ids, state_rows, ckpt_rows, states);
   const int64_t n_seqs = state_rows.n_cols, chunks = (C + 255) / 256;
   pool_.parallel_for(Parallel::kDynamic, n_seqs * chunks, [&](int64_t b, int64_t e, int) {
     for (int64_t task = b; task < e; ++task) {
@@ -406,20 +414,22 @@ void CpuBackend::ssm_conv(const Tensor& x, const Tensor& w, const Tensor& seq_id
       if (count == 0) continue;
       cpu::ssm_conv_run(f32_row(x, 0), int64_t(x.row_stride_bytes / 4), seq_rows_.data() + first, count, C, K,
                         f32_row(w, 0), int64_t(w.row_stride_bytes / 4), f32_row(states, i32_row(state_rows, 0)[s]),
-                        silu, f32_row(out, 0), int64_t(out.row_stride_bytes / 4), c0, std::min(C, c0 + 256));
+                        silu, f32_row(out, 0), int64_t(out.row_stride_bytes / 4), c0, std::min(C, c0 + 256), ckpt,
+                        f32_row(states, 0), int64_t(states.row_stride_bytes / 4));
     }
   }, /*chunk=*/1);
 }
 
 // Per (sequence, head) in parallel: a run of kChunkedFrom tokens or more (a prompt chunk) in the
-// chunked form, shorter runs (decode, drafts) token by token.
+// chunked form, shorter runs (decode, drafts) and runs with checkpoints token by token.
 void CpuBackend::gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a, const Tensor& b,
                                   const Tensor& A, const Tensor& dt_bias, const Tensor& seq_ids,
-                                  const Tensor& state_rows, const Tensor& states, const Tensor& out,
-                                  const DeltaParams& p) {
+                                  const Tensor& state_rows, const Tensor& ckpt_rows, const Tensor& states,
+                                  const Tensor& out, const DeltaParams& p) {
   constexpr int64_t kChunkedFrom = 32, kChunk = 64;
-  const DeltaDims d = check_gated_delta_rule(q, k, v, a, b, A, dt_bias, seq_ids, state_rows, states, out, p);
-  group_by_sequence(seq_ids, state_rows, states);
+  const DeltaDims d =
+      check_gated_delta_rule(q, k, v, a, b, A, dt_bias, seq_ids, state_rows, ckpt_rows, states, out, p);
+  const int32_t* ckpt = group_by_sequence(seq_ids, state_rows, ckpt_rows, states);
   const int64_t n_seqs = state_rows.n_cols;
   pool_.parallel_for(Parallel::kDynamic, n_seqs * d.n_heads, [&](int64_t b0, int64_t e0, int) {
     for (int64_t task = b0; task < e0; ++task) {
@@ -427,14 +437,17 @@ void CpuBackend::gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor
       const int64_t first = seq_first_[s], count = seq_first_[s + 1] - first;
       if (count == 0) continue;
       const auto stride = [](const Tensor& t) { return int64_t(t.row_stride_bytes / sizeof(float)); };
+      const int32_t* rows = seq_rows_.data() + first;
+      const bool checkpoints = ckpt != nullptr && std::any_of(rows, rows + count, [&](int32_t t) { return ckpt[t] >= 0; });
       const cpu::DeltaRun run{f32_row(q, 0) + d.k_head(h) * d.dk, f32_row(k, 0) + d.k_head(h) * d.dk,
                               f32_row(v, 0) + h * d.dv,
                               f32_row(a, 0) + h, f32_row(b, 0) + h, stride(q), stride(k), stride(v), stride(a),
-                              stride(b), seq_rows_.data() + first, count,
+                              stride(b), rows, count,
                               f32_row(A, 0)[h], f32_row(dt_bias, 0)[h], f32_row(out, 0) + h * d.dv,
-                              stride(out)};
+                              stride(out), checkpoints ? ckpt : nullptr, f32_row(states, 0) + h * d.dk * d.dv,
+                              stride(states)};
       float* S = f32_row(states, i32_row(state_rows, 0)[s]) + h * d.dk * d.dv;
-      if (count >= kChunkedFrom) {
+      if (count >= kChunkedFrom && !checkpoints) {
         cpu::gated_delta_chunked(run, d.dk, d.dv, S, kChunk);
       } else {
         cpu::gated_delta_recurrent(run, d.dk, d.dv, S);

@@ -47,6 +47,7 @@ void gated_delta_recurrent(const DeltaRun& r, int64_t dk, int64_t dv, float* S) 
         o[j] += Sp[j] * q[p];
       }
     }
+    if (r.ckpt != nullptr && r.ckpt[t] >= 0) std::copy(S, S + dk * dv, r.ckpt_base + r.ckpt[t] * r.ckpt_stride);
   }
 }
 
@@ -136,7 +137,7 @@ void gated_delta_chunked(const DeltaRun& r, int64_t dk, int64_t dv, float* S, in
 
 void ssm_conv_run(const float* x, int64_t x_stride, const int32_t* rows, int64_t n, int64_t C, int64_t K,
                   const float* w, int64_t w_stride, float* window, bool silu, float* out, int64_t out_stride,
-                  int64_t c0, int64_t c1) {
+                  int64_t c0, int64_t c1, const int32_t* ckpt, float* states, int64_t state_stride) {
   for (int64_t i = 0; i < n; ++i) {
     const float* xt = x + rows[i] * x_stride;
     float* ot = out + rows[i] * out_stride;
@@ -147,6 +148,10 @@ void ssm_conv_run(const float* x, int64_t x_stride, const int32_t* rows, int64_t
       ot[c] = silu ? acc / (1.0f + std::exp(-acc)) : acc;
       for (int64_t j = 0; j + 1 < K - 1; ++j) window[j * C + c] = window[(j + 1) * C + c];
       window[(K - 2) * C + c] = xt[c];
+    }
+    if (ckpt != nullptr && ckpt[rows[i]] >= 0) {
+      float* dst = states + ckpt[rows[i]] * state_stride;
+      for (int64_t j = 0; j < K - 1; ++j) std::copy(window + j * C + c0, window + j * C + c1, dst + j * C + c0);
     }
   }
 }

@@ -21,6 +21,11 @@ struct DeltaRun {
   float A, dt_bias;     // the head's A and dt_bias
   float* out;           // row r's output at out + rows[i] * out_stride
   int64_t out_stride;
+  // Checkpoints (recurrent form only): where ckpt[r] >= 0 the state after row r is copied to
+  // ckpt_base + ckpt[r] * ckpt_stride. ckpt nullptr: none.
+  const int32_t* ckpt = nullptr;
+  float* ckpt_base = nullptr;
+  int64_t ckpt_stride = 0;
 };
 
 // Token by token: S = exp(g) S; S += k (beta (v - S^T k))^T; o = S^T q. S [dk][dv] in place.
@@ -36,6 +41,6 @@ void gated_delta_chunked(const DeltaRun& r, int64_t dk, int64_t dv, float* S, in
 // first) updated in place, w row c at w + c * w_stride (K taps, oldest first).
 void ssm_conv_run(const float* x, int64_t x_stride, const int32_t* rows, int64_t n, int64_t C, int64_t K,
                   const float* w, int64_t w_stride, float* window, bool silu, float* out, int64_t out_stride,
-                  int64_t c0, int64_t c1);
+                  int64_t c0, int64_t c1, const int32_t* ckpt, float* states, int64_t state_stride);
 
 }  // namespace onebit::cpu

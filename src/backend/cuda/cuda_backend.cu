@@ -1438,9 +1438,10 @@ constexpr int kMaxConvWidth = 8;
 // with the window of the last K - 1 inputs in registers. Rows naming no sequence of the step are
 // flagged by the block of sequence 0.
 __global__ void ssm_conv_kernel(const float* __restrict__ x, size_t xs, const float* __restrict__ w, size_t ws,
-                                const int32_t* __restrict__ seq, const int32_t* __restrict__ rows, int n_seqs,
-                                float* states, size_t ss, int64_t n_state_rows, bool silu, float* out, size_t os,
-                                int64_t n, int64_t C, int K, int* err) {
+                                const int32_t* __restrict__ seq, const int32_t* __restrict__ rows,
+                                const int32_t* __restrict__ ckpt, int n_seqs, float* states, size_t ss,
+                                int64_t n_state_rows, bool silu, float* out, size_t os, int64_t n, int64_t C, int K,
+                                int* err) {
   const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   const int s = blockIdx.y;
   if (c >= C) return;
@@ -1463,6 +1464,12 @@ __global__ void ssm_conv_kernel(const float* __restrict__ x, size_t xs, const fl
     out[size_t(t) * os + c] = silu ? acc / (1.0f + expf(-acc)) : acc;
     for (int j = 0; j + 1 < K - 1; ++j) win[j] = win[j + 1];
     win[K - 2] = xt;
+    if (ckpt != nullptr && ckpt[t] >= 0) {  // the state after row t, kept (checkpoint)
+      const int r = state_row(ckpt, int(t), n_state_rows, err);
+      if (r >= 0) {
+        for (int j = 0; j < K - 1; ++j) states[size_t(r) * ss + size_t(j) * C + c] = win[j];
+      }
+    }
   }
   for (int j = 0; j < K - 1; ++j) st[int64_t(j) * C + c] = win[j];
 }
@@ -1472,6 +1479,7 @@ struct DeltaArgs {
   size_t qs, ks, vs, as, bs;
   const int32_t* seq;
   const int32_t* rows;
+  const int32_t* ckpt;  // [n] checkpoint state row after each row (-1: none); nullptr: none
   float* states;
   size_t ss;
   int64_t n_state_rows;
@@ -1520,6 +1528,13 @@ __global__ void gated_delta_kernel(DeltaArgs a) {
       o += v * qk[i];
     }
     a.out[size_t(t) * a.os + size_t(h) * a.dv + j] = o;
+    if (a.ckpt != nullptr && a.ckpt[t] >= 0) {  // the state after row t, kept (checkpoint)
+      const int r = state_row(a.ckpt, int(t), a.n_state_rows, a.err);
+      float* ck = r < 0 ? nullptr : a.states + size_t(r) * a.ss + size_t(h) * a.dk * a.dv;
+      if (ck != nullptr) {
+        for (int i = 0; i < a.dk; ++i) ck[i * a.dv + j] = S[i * a.dv + j];
+      }
+    }
   }
   for (int i = 0; i < a.dk; ++i) st[i * a.dv + j] = S[i * a.dv + j];
 }
@@ -1726,19 +1741,22 @@ class CudaBackend final : public Backend {
     op(kOpSigmoidMul, [=, this] { sigmoid_mul_now(x, g, out); }, x, g, out);
   }
   void ssm_conv(const Tensor& x, const Tensor& w, const Tensor& seq_ids, const Tensor& state_rows,
-                const Tensor& states, bool silu, const Tensor& out) override {
-    const int64_t K = check_ssm_conv(x, w, seq_ids, state_rows, states, out);
+                const Tensor& ckpt_rows, const Tensor& states, bool silu, const Tensor& out) override {
+    const int64_t K = check_ssm_conv(x, w, seq_ids, state_rows, ckpt_rows, states, out);
     ONEBIT_CHECK(K <= kMaxConvWidth);
-    op(kOpSsmConv, [=, this] { ssm_conv_now(x, w, seq_ids, state_rows, states, silu, out); }, x, w, seq_ids,
-       state_rows, states, int(silu), out);
+    op(kOpSsmConv, [=, this] { ssm_conv_now(x, w, seq_ids, state_rows, ckpt_rows, states, silu, out); }, x, w,
+       seq_ids, state_rows, ckpt_rows, states, int(silu), out);
   }
   void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a, const Tensor& b,
                         const Tensor& A, const Tensor& dt_bias, const Tensor& seq_ids, const Tensor& state_rows,
-                        const Tensor& states, const Tensor& out, const DeltaParams& p) override {
-    const DeltaDims d = check_gated_delta_rule(q, k, v, a, b, A, dt_bias, seq_ids, state_rows, states, out, p);
+                        const Tensor& ckpt_rows, const Tensor& states, const Tensor& out,
+                        const DeltaParams& p) override {
+    const DeltaDims d =
+        check_gated_delta_rule(q, k, v, a, b, A, dt_bias, seq_ids, state_rows, ckpt_rows, states, out, p);
     ONEBIT_CHECK(d.dv <= 1024 && (d.dk * d.dv + 2 * d.dk) * sizeof(float) <= kMatvecSmemLimit);
-    op(kOpGatedDelta, [=, this] { gated_delta_now(q, k, v, a, b, A, dt_bias, seq_ids, state_rows, states, out, d); },
-       q, k, v, a, b, A, dt_bias, seq_ids, state_rows, states, out, int(d.n_k_heads), int(d.tiled));
+    op(kOpGatedDelta,
+       [=, this] { gated_delta_now(q, k, v, a, b, A, dt_bias, seq_ids, state_rows, ckpt_rows, states, out, d); }, q,
+       k, v, a, b, A, dt_bias, seq_ids, state_rows, ckpt_rows, states, out, int(d.n_k_heads), int(d.tiled));
   }
 
   void synchronize() override {
@@ -2042,12 +2060,13 @@ class CudaBackend final : public Backend {
   }
 
   void ssm_conv_now(const Tensor& x, const Tensor& w, const Tensor& seq_ids, const Tensor& state_rows,
-                    const Tensor& states, bool silu, const Tensor& out) {
+                    const Tensor& ckpt_rows, const Tensor& states, bool silu, const Tensor& out) {
     const int64_t n = x.n_rows, C = x.n_cols, n_seqs = state_rows.n_cols;
     if (n == 0 || C == 0 || n_seqs == 0) return;
     const dim3 grid(blocks_for(C, 128), unsigned(n_seqs));
     ssm_conv_kernel<<<grid, 128, 0, stream_>>>(fptr(x), fstride(x), fptr(w), fstride(w), iptr(seq_ids),
-                                                 iptr(state_rows), int(n_seqs), fptr(states), fstride(states),
+                                                 iptr(state_rows), ckpt_rows.valid() ? iptr(ckpt_rows) : nullptr,
+                                                 int(n_seqs), fptr(states), fstride(states),
                                                  states.n_rows, silu, fptr(out), fstride(out), n, C, int(w.n_cols),
                                                  err_);
     CUDA_LAUNCHED();
@@ -2055,7 +2074,7 @@ class CudaBackend final : public Backend {
 
   void gated_delta_now(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a, const Tensor& b,
                        const Tensor& A, const Tensor& dt_bias, const Tensor& seq_ids, const Tensor& state_rows,
-                       const Tensor& states, const Tensor& out, DeltaDims d) {
+                       const Tensor& ckpt_rows, const Tensor& states, const Tensor& out, DeltaDims d) {
     const int64_t n_seqs = state_rows.n_cols;
     if (q.n_rows == 0 || n_seqs == 0) return;
     const size_t shm = size_t(d.dk * d.dv + 2 * d.dk) * sizeof(float);
@@ -2065,7 +2084,8 @@ class CudaBackend final : public Backend {
       delta_smem_set_ = true;
     }
     DeltaArgs args{fptr(q), fptr(k), fptr(v), fptr(a), fptr(b), fptr(A), fptr(dt_bias), fstride(q), fstride(k),
-                   fstride(v), fstride(a), fstride(b), iptr(seq_ids), iptr(state_rows), fptr(states),
+                   fstride(v), fstride(a), fstride(b), iptr(seq_ids), iptr(state_rows),
+                   ckpt_rows.valid() ? iptr(ckpt_rows) : nullptr, fptr(states),
                    fstride(states), states.n_rows, fptr(out), fstride(out), q.n_rows, int(d.dk), int(d.dv),
                    int(d.n_k_heads), d.tiled ? 0 : int(d.n_heads / d.n_k_heads), err_};
     gated_delta_kernel<<<dim3(unsigned(d.n_heads), unsigned(n_seqs)), unsigned(d.dv), shm, stream_>>>(args);

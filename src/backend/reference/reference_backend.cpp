@@ -177,8 +177,8 @@ class ReferenceBackend final : public HostBackend {
   // Each sequence's window of its last K - 1 inputs, loaded from its state row at its first token
   // and written back after the last.
   void ssm_conv(const Tensor& x, const Tensor& w, const Tensor& seq_ids, const Tensor& state_rows,
-                const Tensor& states, bool silu, const Tensor& out) override {
-    const int64_t K = check_ssm_conv(x, w, seq_ids, state_rows, states, out), C = x.n_cols;
+                const Tensor& ckpt_rows, const Tensor& states, bool silu, const Tensor& out) override {
+    const int64_t K = check_ssm_conv(x, w, seq_ids, state_rows, ckpt_rows, states, out), C = x.n_cols;
     std::vector<std::vector<float>> win(static_cast<size_t>(state_rows.n_cols));  // [K - 1][C] per sequence
     for (int64_t t = 0; t < x.n_rows; ++t) {
       const int32_t s = state_row_of(seq_ids, state_rows, states, t);
@@ -192,6 +192,7 @@ class ReferenceBackend final : public HostBackend {
       }
       ws.erase(ws.begin(), ws.begin() + C);  // drop the oldest input, append this one
       ws.insert(ws.end(), f32_row(x, t), f32_row(x, t) + C);
+      if (const int32_t c = ckpt_row_of(ckpt_rows, states, t); c >= 0) std::copy(ws.begin(), ws.end(), f32_row(states, c));
     }
     for (size_t i = 0; i < win.size(); ++i) {
       if (!win[i].empty()) std::copy(win[i].begin(), win[i].end(), f32_row(states, i32_row(state_rows, 0)[i]));
@@ -201,8 +202,10 @@ class ReferenceBackend final : public HostBackend {
   // Token by token in double: the recurrence that defines the op.
   void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a, const Tensor& b,
                         const Tensor& A, const Tensor& dt_bias, const Tensor& seq_ids, const Tensor& state_rows,
-                        const Tensor& states, const Tensor& out, const DeltaParams& p) override {
-    const DeltaDims d = check_gated_delta_rule(q, k, v, a, b, A, dt_bias, seq_ids, state_rows, states, out, p);
+                        const Tensor& ckpt_rows, const Tensor& states, const Tensor& out,
+                        const DeltaParams& p) override {
+    const DeltaDims d =
+        check_gated_delta_rule(q, k, v, a, b, A, dt_bias, seq_ids, state_rows, ckpt_rows, states, out, p);
     const int64_t hs = d.dk * d.dv;  // state elements per head
     std::vector<std::vector<double>> st(static_cast<size_t>(state_rows.n_cols));  // [n_heads * dk * dv]
     std::vector<double> kv(static_cast<size_t>(d.dv));
@@ -235,6 +238,9 @@ class ReferenceBackend final : public HostBackend {
           oh[j] = static_cast<float>(acc);
         }
       }
+      if (const int32_t c = ckpt_row_of(ckpt_rows, states, t); c >= 0) {
+        for (size_t e = 0; e < S.size(); ++e) f32_row(states, c)[e] = static_cast<float>(S[e]);
+      }
     }
     for (size_t i = 0; i < st.size(); ++i) {
       if (st[i].empty()) continue;
@@ -263,6 +269,13 @@ class ReferenceBackend final : public HostBackend {
     ONEBIT_CHECK(s >= 0 && s < state_rows.n_cols);
     const int32_t row = i32_row(state_rows, 0)[s];
     ONEBIT_CHECK(row >= 0 && row < states.n_rows);
+    return row;
+  }
+  // The checkpoint row after token t (CHECKed), or -1.
+  static int32_t ckpt_row_of(const Tensor& ckpt_rows, const Tensor& states, int64_t t) {
+    if (!ckpt_rows.valid()) return -1;
+    const int32_t row = i32_row(ckpt_rows, 0)[t];
+    ONEBIT_CHECK(row >= -1 && row < states.n_rows);
     return row;
   }
 
