@@ -30,6 +30,10 @@ struct Tensor {
   int64_t n_rows = 0;
   int64_t n_cols = 0;
   size_t row_stride_bytes = 0;
+  // A weight whose columns were rotated per block of this many by the orthonormal Walsh-Hadamard
+  // transform (backend/hadamard.h; 0: none): matmul and moe_matmul rotate their input the same way
+  // first, so the product is the unrotated weight's. Only where Backend::rotates_inputs().
+  int32_t in_rotation = 0;
 
   bool valid() const { return buffer != nullptr; }
   // Rows [first, first + n) of this tensor; CHECKs the range.
@@ -102,6 +106,8 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string_view name() const = 0;
+  // Whether matmul and moe_matmul honour Tensor::in_rotation (Hadamard-rotated weights).
+  virtual bool rotates_inputs() const { return false; }
 
   // --- memory ---
   // A weight tensor [n_rows, n_cols] of `type` from host bytes that stay valid for the backend's

@@ -1,5 +1,5 @@
-// `1bit quantize IN.gguf OUT.gguf TYPE`: re-encode a model's matrices (model/quantize_model), with
-// progress on a terminal.
+// `1bit quantize IN.gguf OUT.gguf TYPE [--hadamard 32]`: re-encode a model's matrices
+// (model/quantize_model), optionally Hadamard-rotated, with progress on a terminal.
 #include <unistd.h>
 
 #include <chrono>
@@ -31,6 +31,12 @@ int run(const ParsedArgs& args) {
   auto threads = args.get_int("threads", 0, 0, 1024);
   if (!threads.ok()) return usage_error(kName, threads.message());
   o.n_threads = int(*threads);
+  auto hadamard = args.get_int("hadamard", 0, 0, 1 << 20);
+  if (!hadamard.ok()) return usage_error(kName, hadamard.message());
+  if (*hadamard != 0 && *hadamard != 32) {
+    return usage_error(kName, "--hadamard " + std::to_string(*hadamard) + ": the rotation block must be 32");
+  }
+  o.hadamard = int32_t(*hadamard);
   if (isatty(STDERR_FILENO)) {
     o.progress = [](int done, int total, std::string_view name, GgmlType type) {
       std::fprintf(stderr, "\r\033[K[%d/%d] %.*s -> %s", done, total, int(name.size()), name.data(),
@@ -52,7 +58,9 @@ Command quantize_command() {
   return {kName,
           "re-encode a GGUF model's matrices to another type or K-quant mix",
           "1bit quantize IN.gguf OUT.gguf TYPE (f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q4_K q5_K q6_K Q4_K_M Q5_K_M)",
-          {{"threads", 't', "N", "threads (default: all)"}},
+          {{"threads", 't', "N", "threads (default: all)"},
+           {"hadamard", 0, "32", "rotate the multiplied matrices by a Hadamard transform over blocks of 32 along "
+                                 "the input first (onebit.hadamard_q4_0 = 32; the loader rotates activations to match)"}},
           run};
 }
 

@@ -2,6 +2,8 @@
 // and mixture-of-experts blocks as named steps over the Backend ops.
 #include "model/layers.h"
 
+#include "model/rotation.h"
+
 #include <cmath>
 
 #include "gguf/quants.h"
@@ -74,6 +76,10 @@ Result<Tensor> bind_tensor(const GgufFile& f, Backend& backend, const std::strin
   const int64_t rows = n_stack > 0 ? n_stack * n_rows : n_rows;
   auto w = backend.weight_from_host(type, rows, n_cols, {t->data, static_cast<size_t>(t->n_bytes)});
   if (!w.ok()) return tensor_error(name + ": " + w.message());
+  // A Hadamard-rotated file: the backend rotates this matrix's inputs to match (Model::load checks
+  // that it can).
+  auto block = hadamard_block(f);
+  if (block.ok() && rotated_by_hadamard(name, int(t->n_dims), n_cols, *block)) w->in_rotation = *block;
   return *w;
 }
 

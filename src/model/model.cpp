@@ -7,6 +7,7 @@
 
 #include "base/check.h"
 #include "model/model_internal.h"
+#include "model/rotation.h"
 
 namespace onebit {
 namespace {
@@ -28,6 +29,12 @@ Model::~Model() {
 
 Result<std::unique_ptr<Model>> Model::load(const GgufFile& file, Backend& backend) {
   ONEBIT_ASSIGN_OR_RETURN(ModelConfig config, model_config_from_gguf(file));
+  ONEBIT_ASSIGN_OR_RETURN(const int32_t rotation, hadamard_block(file));
+  if (rotation > 0 && !backend.rotates_inputs()) {
+    return make_error("this file's weights are Hadamard-rotated (" + std::string(kHadamardKey) +
+                      "), which the " + std::string(backend.name()) +
+                      " backend does not run yet; use --device cpu, or an unrotated file");
+  }
   std::unique_ptr<Model> m(new Model(file, backend, std::move(config)));
   ONEBIT_TRY(m->bind_weights());
   m->scratch_ = std::make_unique<Scratch>();

@@ -2,6 +2,7 @@
 // quantizer, rows split across threads. Type choice follows llama.cpp's llama_tensor_get_type.
 #include "model/quantize_model.h"
 
+
 #include <algorithm>
 #include <atomic>
 #include <cctype>
@@ -12,6 +13,8 @@
 #include "gguf/gguf_reader.h"
 #include "gguf/gguf_writer.h"
 #include "gguf/quants.h"
+#include "backend/hadamard.h"
+#include "model/rotation.h"
 
 namespace onebit {
 namespace {
@@ -104,6 +107,12 @@ GgmlType quant_type_for(const QuantTarget& target, std::string_view name, int n_
 Status quantize_model(const QuantizeOptions& o) {
   auto in = GgufFile::open(o.in_path);
   if (!in.ok()) return make_error("quantize: " + in.message());
+  ONEBIT_ASSIGN_OR_RETURN(const int32_t rotated, hadamard_block(*in));
+  if (o.hadamard != 0 && o.hadamard != 32) return make_error("quantize: --hadamard " + std::to_string(o.hadamard) + "; the block must be 32");
+  if (o.hadamard > 0 && rotated > 0) {
+    return make_error("quantize: " + o.in_path + " is already Hadamard-rotated (" + std::string(kHadamardKey) +
+                      "); rotate an unrotated file");
+  }
   const bool tied = in->find_tensor("output.weight") == nullptr;
   int n_layers = 0;
   for (const GgufTensorInfo& t : in->tensors()) n_layers = std::max(n_layers, layer_of(t.name) + 1);
@@ -112,6 +121,7 @@ Status quantize_model(const QuantizeOptions& o) {
   w.copy_metadata(*in);
   w.set_uint32("general.file_type", file_type(o.target));
   w.set_uint32("general.quantization_version", 2);
+  if (o.hadamard > 0) w.set_uint32(std::string(kHadamardKey), uint32_t(o.hadamard));
   const int n_threads = o.n_threads > 0 ? o.n_threads : std::max(1u, std::thread::hardware_concurrency());
   std::vector<std::vector<uint8_t>> out_bytes(in->tensors().size());  // kept alive until the write
   int done = 0;
@@ -128,12 +138,19 @@ Status quantize_model(const QuantizeOptions& o) {
     ONEBIT_ASSIGN_OR_RETURN(const uint64_t out_rb, row_size(type, cols));
     std::vector<uint8_t>& out = out_bytes[ti];
     out.resize(size_t(out_rb * rows));
+    const bool rotate = rotated_by_hadamard(t.name, int(t.n_dims), cols, o.hadamard);
     std::atomic<int64_t> next{0};
     auto work = [&] {
       std::vector<float> row(static_cast<size_t>(cols));
+      std::vector<double> exact(rotate ? static_cast<size_t>(cols) : 0);
       for (int64_t r; (r = next.fetch_add(64)) < rows;) {
         for (int64_t i = r; i < std::min(rows, r + 64); ++i) {
           dequantize_row(t.type(), t.data + i * in_rb, row.data(), cols);
+          if (rotate) {  // W H per block, in double, then encoded
+            std::copy(row.begin(), row.end(), exact.begin());
+            hadamard_rotate(exact.data(), cols, o.hadamard);
+            std::copy(exact.begin(), exact.end(), row.begin());
+          }
           quantize_row_reference(type, row.data(), out.data() + i * out_rb, cols);
         }
       }

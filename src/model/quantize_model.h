@@ -28,6 +28,9 @@ struct QuantizeOptions {
   std::string in_path, out_path;  // out replaced atomically
   QuantTarget target;
   int n_threads = 0;              // 0: all hardware threads
+  int32_t hadamard = 0;           // 32: rotate the multiplied matrices per 32-block along the input
+                                  // before encoding them (model/rotation.h) and stamp
+                                  // onebit.hadamard_q4_0 = 32; 0: no rotation
   // Called after each tensor with (tensors done, total, name, type written); may be empty.
   std::function<void(int, int, std::string_view, GgmlType)> progress;
 };

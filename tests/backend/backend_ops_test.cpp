@@ -29,6 +29,7 @@
 #include "backend/backend_factory.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cuda/cuda_backend.h"
+#include "backend/hadamard.h"
 #include "base/fp16.h"
 #include "cpu_test_util.h"
 #include "gguf/quants.h"
@@ -614,6 +615,59 @@ TEST_P(BackendOpsTest, RecurrentCheckpointsEqualShorterRuns) {
                          upload(b, m, H, pick(bb, H, rows)), upload(b, 1, H, A), upload(b, 1, H, dt), upload_i32(b, seq),
                          upload_i32(b, srows), ck, states, o, DeltaParams{int32_t(NK), false});
     });
+  }
+}
+
+// Hadamard-rotated weights (Tensor::in_rotation = 32): on the reference a rotated F32 weight's
+// product equals the unrotated weight's (the rotation is orthonormal: to rounding), and each
+// backend equals the reference on the same rotated bytes, for matmul (decode and prompt shapes)
+// and moe_matmul (experts of one rotated stack). Backends that do not rotate inputs skip (the
+// loader refuses rotated files there).
+TEST_P(BackendOpsTest, MatmulOfRotatedWeights) {
+  if (!be().rotates_inputs()) GTEST_SKIP() << bname() << " does not rotate inputs (Model::load refuses rotated files)";
+  const int64_t m = 48, k = 256;
+  const int32_t n_exp = 3, top_k = 2;
+  const auto wf = random_floats(size_t(n_exp * m * k), 51);
+  std::vector<float> wr = wf;  // W H per block of 32
+  for (int64_t r = 0; r < n_exp * m; ++r) {
+    std::vector<double> d(wr.begin() + r * k, wr.begin() + (r + 1) * k);
+    hadamard_rotate(d.data(), k, 32);
+    std::copy(d.begin(), d.end(), wr.begin() + r * k);
+  }
+  const auto encode = [&](GgmlType type, const std::vector<float>& f, int64_t rows) {
+    const size_t rb = row_size(type, k).value();
+    std::vector<uint8_t> bytes(rb * size_t(rows));
+    for (int64_t r = 0; r < rows; ++r) quantize_row_reference(type, f.data() + r * k, bytes.data() + r * rb, k);
+    return bytes;
+  };
+  for (int64_t n : {1, 9}) {
+    const auto x = random_floats(size_t(n * k), 52);
+    // the math, on the reference: rotated weight and rotated input give the plain product
+    const auto plain_bytes = encode(GgmlType::kF32, wf, m), rotated_bytes = encode(GgmlType::kF32, wr, m);  // aliased
+    Tensor plain = ref().weight_from_host(GgmlType::kF32, m, k, plain_bytes).value();
+    Tensor rotated = ref().weight_from_host(GgmlType::kF32, m, k, rotated_bytes).value();
+    rotated.in_rotation = 32;
+    Tensor a = ref().alloc(GgmlType::kF32, n, m).value(), b = ref().alloc(GgmlType::kF32, n, m).value();
+    ref().matmul(plain, input_view(ref(), n, k, x), a);
+    ref().matmul(rotated, input_view(ref(), n, k, x), b);
+    expect_close("reference", "rotated F32 weight n=" + std::to_string(n), download(ref(), b), download(ref(), a), 1e-12);
+    for (GgmlType type : {GgmlType::kF32, GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_K}) {
+      const double budget = (is_float(type) || bname() != "cpu") ? 1e-9 : 5e-4;
+      const auto bytes = encode(type, wr, n_exp * m);
+      check(std::string("matmul rotated ") + ggml_type_name(uint32_t(type)) + " n=" + std::to_string(n), n, m,
+            [&](Backend& bk, const Tensor& o) {
+              Tensor w = bk.weight_from_host(type, n_exp * m, k, bytes).value().rows(0, m);
+              w.in_rotation = 32;
+              bk.matmul(w, input_view(bk, n, k, x), o);
+            }, budget);
+      const auto ids = random_routes(n, top_k, n_exp, uint32_t(53 + n));
+      check(std::string("moe_matmul rotated ") + ggml_type_name(uint32_t(type)) + " n=" + std::to_string(n),
+            n * top_k, m, [&](Backend& bk, const Tensor& o) {
+              Tensor w = bk.weight_from_host(type, n_exp * m, k, bytes).value();
+              w.in_rotation = 32;
+              bk.moe_matmul(w, n_exp, input_view(bk, n, k, x), upload_ids(bk, n, top_k, ids), o);
+            }, budget);
+    }
   }
 }
 

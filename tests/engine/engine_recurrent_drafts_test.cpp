@@ -1,6 +1,7 @@
 // Speculative decoding on the hybrid models (gated delta-net layers keep a recurrent state that a
 // rejected draft has already run through): tiny-qwen3next and tiny-qwen3_5 (tests/golden/model,
-// converted to F32 here, with their MTP layer) on the CPU backend. Four sequences at once through
+// converted to F32 here, with their MTP layer) on the CPU backend, and on CUDA where this build and
+// machine have it. Four sequences at once through
 // engines whose drafters propose the true continuation (every draft accepted), the true
 // continuation with every third token wrong (rollbacks to the state checkpoints), and the model's
 // own MTP layer: every sequence gets exactly the greedy tokens of an engine without a drafter.
@@ -55,13 +56,18 @@ struct Totals {
   int64_t drafted = 0, accepted = 0;
 };
 
-class RecurrentDrafts : public ::testing::TestWithParam<std::string> {
+// (checkpoint, device)
+class RecurrentDrafts : public ::testing::TestWithParam<std::pair<std::string, std::string>> {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("onebit_recurrent_drafts_" + std::to_string(::getpid()) + "_" + GetParam());
+    const auto& [name, device] = GetParam();
+    auto be = make_backend(device, 2);
+    if (!be.ok()) GTEST_SKIP() << device << ": " << be.message();
+    backend_ = std::move(*be);
+    dir_ = fs::temp_directory_path() / ("onebit_recurrent_drafts_" + std::to_string(::getpid()) + "_" + name);
     fs::create_directories(dir_);
     ConvertOptions co;
-    co.hf_dir = testing::source_path("tests/golden/model/" + GetParam());
+    co.hf_dir = testing::source_path("tests/golden/model/" + name);
     co.out_path = (dir_ / "model.gguf").string();
     co.out_type = GgmlType::kF32;
     auto report = convert_hf(co);
@@ -69,9 +75,6 @@ class RecurrentDrafts : public ::testing::TestWithParam<std::string> {
     auto file = GgufFile::open(co.out_path);
     ASSERT_TRUE(file.ok()) << file.message();
     file_ = std::make_unique<GgufFile>(std::move(*file));
-    auto be = make_backend("cpu", 2);
-    ASSERT_TRUE(be.ok()) << be.message();
-    backend_ = std::move(*be);
     auto model = Model::load(*file_, *backend_);
     ASSERT_TRUE(model.ok()) << model.message();
     model_ = std::move(*model);
@@ -84,7 +87,7 @@ class RecurrentDrafts : public ::testing::TestWithParam<std::string> {
   }
   void TearDown() override {
     model_.reset();
-    fs::remove_all(dir_);
+    if (!dir_.empty()) fs::remove_all(dir_);
   }
 
   // Every prompt's greedy reply of kReply tokens, the prompts four at a time.
@@ -159,14 +162,19 @@ TEST_P(RecurrentDrafts, EveryDrafterKeepsTheGreedyTokens) {
   Totals head;
   EXPECT_EQ(run(*mtp, &head), plain) << "the model's own MTP layer";
   EXPECT_GT(head.drafted, 0);
-  std::printf("%s: oracle %lld/%lld accepted, noisy %lld/%lld, mtp layer %lld/%lld\n", GetParam().c_str(),
+  std::printf("%s on %s: oracle %lld/%lld accepted, noisy %lld/%lld, mtp layer %lld/%lld\n",
+              GetParam().first.c_str(), GetParam().second.c_str(),
               (long long)own.accepted, (long long)own.drafted, (long long)noisy.accepted, (long long)noisy.drafted,
               (long long)head.accepted, (long long)head.drafted);
 }
 
-INSTANTIATE_TEST_SUITE_P(Hybrids, RecurrentDrafts, ::testing::Values("tiny-qwen3next", "tiny-qwen3_5"),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           std::string n = info.param;
+INSTANTIATE_TEST_SUITE_P(Hybrids, RecurrentDrafts,
+                         ::testing::Values(std::pair<std::string, std::string>{"tiny-qwen3next", "cpu"},
+                                           std::pair<std::string, std::string>{"tiny-qwen3_5", "cpu"},
+                                           std::pair<std::string, std::string>{"tiny-qwen3next", "cuda"},
+                                           std::pair<std::string, std::string>{"tiny-qwen3_5moe", "cuda"}),
+                         [](const auto& info) {
+                           std::string n = info.param.first + "_" + info.param.second;
                            for (char& c : n) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
                            return n;
                          });

@@ -73,23 +73,34 @@ def main():
             norms[k] = norm_cls(hidden, eps=eps)
             norms[k].weight.data.copy_(w[f"mtp.{k}.weight"])
         fc = w["mtp.fc.weight"]
-        embed, lm_head, rotary = target.model.embed_tokens, target.lm_head, target.model.rotary_emb
+        embed, lm_head = target.model.embed_tokens, target.lm_head
         golden = json.load(open(os.path.join(d, "golden.json")))
         prompts = [p["ids"] for p in golden["prompts"]] + [golden["greedy_prompt"]]
         out = {"prompts": [], "transformers": transformers.__version__, "torch": torch.__version__}
         min_gap = float("inf")
 
-        def run_layer(x, positions):  # x [n, hidden] -> [n, hidden], causal
-            pos = torch.tensor([positions])
-            pe = rotary(x.unsqueeze(0), pos)
-            y = layer(x.unsqueeze(0), position_embeddings=pe, attention_mask=causal_mask(len(positions)),
-                      position_ids=pos)
+        # RoPE as the model computes it for its own layer (Qwen3.5's sections included): the
+        # position embeddings its forward hands the first full-attention layer
+        seen = {}
+
+        def grab(mod, args, kwargs):
+            seen["pe"] = kwargs["position_embeddings"] if "position_embeddings" in kwargs else args[1]
+
+        def run_layer(x, pe):  # x [m, hidden] -> [m, hidden], causal, RoPE positions 0..m-1
+            m = x.shape[0]
+            cos, sin = pe
+            y = layer(x.unsqueeze(0), position_embeddings=(cos[..., :m, :], sin[..., :m, :]),
+                      attention_mask=causal_mask(m), position_ids=torch.arange(m)[None])
             return (y[0] if isinstance(y, tuple) else y)[0]
 
         with torch.no_grad():
             for ids in prompts:
                 gen = target.generate(torch.tensor([ids]), max_new_tokens=24, do_sample=False)[0].tolist()
                 t = gen
+                hook = target.model.layers[full].register_forward_pre_hook(grab, with_kwargs=True)
+                target.model(torch.tensor([t + [0, 0, 0]]))  # positions up to n + 2
+                hook.remove()
+                pe = seen["pe"]
                 h = target.model(torch.tensor([t])).last_hidden_state[0]  # final-normed
                 n = len(t)
                 entry = lambda tok, hid: torch.cat([norms["pre_fc_norm_embedding"](embed(torch.tensor([tok]))[0]),
@@ -99,7 +110,7 @@ def main():
                     xs = [entry(t[p + 1], h[p]) for p in range(a)]
                     drafts = []
                     for k in range(DRAFT):
-                        y = run_layer(torch.stack(xs), list(range(len(xs))))
+                        y = run_layer(torch.stack(xs), pe)
                         o = norms["norm"](y[-1])
                         logits = lm_head(o)
                         top = torch.topk(logits, 2).values

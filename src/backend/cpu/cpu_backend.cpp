@@ -15,6 +15,7 @@
 #include "backend/cpu/cpu_kernels.h"
 #include "backend/cpu/panels.h"
 #include "backend/cpu/recurrent.h"
+#include "backend/hadamard.h"
 #include "backend/host_backend.h"
 #include "base/check.h"
 #include "base/large_alloc.h"
@@ -44,6 +45,7 @@ class CpuBackend final : public HostBackend {
         name_("cpu-" + std::string(cpu_isa_name(isa))), panels_(panels), scratch_(pool_.n_threads()) {}
 
   std::string_view name() const override { return name_; }
+  bool rotates_inputs() const override { return true; }
 
   // Aliases the bytes; Q4_0 / Q8_0 / Q4_K / Q5_K / Q6_K weights of whole panels also get a repacked copy.
   Result<Tensor> weight_from_host(GgmlType type, int64_t n_rows, int64_t n_cols,
@@ -220,6 +222,7 @@ class CpuBackend final : public HostBackend {
   std::vector<int32_t> moe_order_;    // [n * top_k]
   std::vector<int64_t> moe_first_;    // [n_experts + 1]
   Tensor moe_x_, moe_y_;              // F32 [1, capacity] each, grown on demand
+  Tensor rot_x_;                      // matmul: the rotated input of a rotated weight, grown on demand
   std::vector<int32_t> seq_rows_;     // recurrent ops: the step's rows by sequence
   std::vector<int64_t> seq_first_;    // [n_seqs + 1]
   // Repacked weights (panels.h) by the buffer of the weight they were made from.
@@ -238,6 +241,25 @@ void CpuBackend::matmul(const Tensor& w, const Tensor& x, const Tensor& out) {
   check_f32(x), check_f32(out);
   const int64_t m = w.n_rows, n = x.n_rows, k = w.n_cols;
   if (m == 0 || n == 0) return;
+  if (w.in_rotation > 0) {  // a Hadamard-rotated weight: the product of the rotated input
+    ONEBIT_CHECK(k % w.in_rotation == 0);
+    if (!rot_x_.valid() || rot_x_.n_cols < n * k) {
+      if (rot_x_.valid()) free(rot_x_);
+      auto a = alloc(GgmlType::kF32, 1, std::max<int64_t>(n * k, 1 << 16));
+      ONEBIT_CHECK(a.ok());
+      rot_x_ = *a;
+    }
+    const Tensor xr{rot_x_.buffer, rot_x_.offset_bytes, GgmlType::kF32, n, k, size_t(k) * sizeof(float)};
+    pool_.parallel_for(Parallel::kStatic, n, [&](int64_t b, int64_t e, int) {
+      for (int64_t r = b; r < e; ++r) {
+        std::memcpy(f32_row(xr, r), f32_row(x, r), size_t(k) * sizeof(float));
+        hadamard_rotate(f32_row(xr, r), k, int64_t(w.in_rotation));
+      }
+    });
+    Tensor plain = w;
+    plain.in_rotation = 0;
+    return matmul(plain, xr, out);
+  }
   const DotKernel kern = table_->by_type[static_cast<uint32_t>(w.type) & 31];
   if (kern.fn == nullptr || static_cast<uint32_t>(w.type) >= 32) return matmul_dequantized(w, x, out);
 

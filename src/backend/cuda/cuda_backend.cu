@@ -787,6 +787,50 @@ __device__ __forceinline__ float panel_unit_dot(const uint4 (&q)[PanelFmt<T>::CH
   }
 }
 
+// A warp's part of the activation of a panel product, units [u0, u1): x into shared xs (zero past
+// k), and for Q4_K each 32-element chunk's sum into xsum (rows are whole super-blocks there).
+template <int T>
+__device__ __forceinline__ void stage_panel_x(const float* __restrict__ x, int64_t k, int64_t u0, int64_t u1, float* xs,
+                                              float* xsum) {
+  using F = PanelFmt<T>;
+  const int lane = threadIdx.x % 32;
+  if constexpr (T == kQ4_K) {
+    for (int64_t c = u0 * 8; c < u1 * 8; ++c) {
+      const int64_t e = c * 32 + lane;
+      const float v = x[e];
+      xs[e] = v;
+      const float s = warp_sum(v);
+      if (lane == 0) xsum[c] = s;
+    }
+  } else {
+    for (int64_t e = u0 * F::E + lane; e < u1 * F::E; e += 32) xs[e] = e < k ? x[e] : 0.f;
+  }
+}
+
+// A lane's units u .. u + U - 1 (those below u1) of a panel group: `base` is the group's first unit
+// plus 16 * lane; per unit F::CH 16-byte pieces and, where the format has one, its 2-byte tail.
+template <int T>
+__device__ __forceinline__ void load_panel_units(const uint8_t* __restrict__ base, int64_t u, int64_t u1,
+                                                 uint4 (&q)[PanelFmt<T>::U][PanelFmt<T>::CH],
+                                                 uint32_t (&tail)[PanelFmt<T>::U]) {
+  using F = PanelFmt<T>;
+  constexpr size_t UB = panel_unit_bytes<T>();
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int i = 0; i < F::U; ++i) {
+    if (u + i < u1) {
+      const uint8_t* ub = base + size_t(u + i) * UB;
+#pragma unroll
+      for (int c = 0; c < F::CH; ++c) q[i][c] = __ldg(reinterpret_cast<const uint4*>(ub + 512 * c));
+      if constexpr (F::TAIL) {
+        tail[i] = __ldg(reinterpret_cast<const uint16_t*>(ub - 16 * lane + 512 * F::CH + 2 * lane));
+      } else {
+        tail[i] = 0;
+      }
+    }
+  }
+}
+
 // out[r] = sum_k w[r, k] x[k] on panels: block g = rows 32g..32g+31, warp w the units
 // [n_units * w / 8, n_units * (w + 1) / 8). Shared memory: x (n_units * E floats, zero past k),
 // for Q4_K the sums of each 32 elements of x, then the warps' partial sums. This is the body for
@@ -796,43 +840,20 @@ __device__ __forceinline__ void panel_matvec_group(const uint8_t* __restrict__ g
                                                    float* __restrict__ out, int64_t rows, int64_t k,
                                                    int64_t n_units) {
   using F = PanelFmt<T>;
-  constexpr size_t UB = panel_unit_bytes<T>();
   extern __shared__ float4 panel_smem[];
   float* xs = reinterpret_cast<float*>(panel_smem);
   float* xsum = xs + n_units * F::E;                         // Q4_K: n_units * 8 floats
   float* red = xsum + (T == kQ4_K ? n_units * 8 : 0);        // kPanelWarps * 32 floats
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t u0 = n_units * warp / kPanelWarps, u1 = n_units * (warp + 1) / kPanelWarps;
-  if constexpr (T == kQ4_K) {
-    for (int64_t c = u0 * 8; c < u1 * 8; ++c) {
-      const int64_t e = c * 32 + lane;
-      const float v = x[e];  // Q4_K rows are whole super-blocks: e < k
-      xs[e] = v;
-      const float s = warp_sum(v);
-      if (lane == 0) xsum[c] = s;
-    }
-  } else {
-    for (int64_t e = u0 * F::E + lane; e < u1 * F::E; e += 32) xs[e] = e < k ? x[e] : 0.f;
-  }
+  stage_panel_x<T>(x, k, u0, u1, xs, xsum);
   __syncwarp();
   const uint8_t* base = group + 16 * lane;
   float acc = 0.f;
   for (int64_t u = u0; u < u1; u += F::U) {
     uint4 q[F::U][F::CH];
     uint32_t tail[F::U];
-#pragma unroll
-    for (int i = 0; i < F::U; ++i) {
-      if (u + i < u1) {
-        const uint8_t* ub = base + size_t(u + i) * UB;
-#pragma unroll
-        for (int c = 0; c < F::CH; ++c) q[i][c] = __ldg(reinterpret_cast<const uint4*>(ub + 512 * c));
-        if constexpr (F::TAIL) {
-          tail[i] = __ldg(reinterpret_cast<const uint16_t*>(ub - 16 * lane + 512 * F::CH + 2 * lane));
-        } else {
-          tail[i] = 0;
-        }
-      }
-    }
+    load_panel_units<T>(base, u, u1, q, tail);
 #pragma unroll
     for (int i = 0; i < F::U; ++i) {
       if (u + i < u1) acc += panel_unit_dot<T>(q[i], tail[i], xs + (u + i) * F::E, xsum + (u + i) * 8);
@@ -1004,19 +1025,7 @@ __global__ void __launch_bounds__(kPanelThreads) panel_matvec_dig_kernel(const u
   for (int64_t u = u0; u < u1; u += F::U) {
     uint4 q[F::U][F::CH];
     uint32_t tail[F::U];
-#pragma unroll
-    for (int i = 0; i < F::U; ++i) {
-      if (u + i < u1) {
-        const uint8_t* ub = base + size_t(u + i) * UB;
-#pragma unroll
-        for (int c = 0; c < F::CH; ++c) q[i][c] = __ldg(reinterpret_cast<const uint4*>(ub + 512 * c));
-        if constexpr (F::TAIL) {
-          tail[i] = __ldg(reinterpret_cast<const uint16_t*>(ub - 16 * lane + 512 * F::CH + 2 * lane));
-        } else {
-          tail[i] = 0;
-        }
-      }
-    }
+    load_panel_units<T>(base, u, u1, q, tail);
 #pragma unroll
     for (int i = 0; i < F::U; ++i) {
       if (u + i < u1) {
@@ -1333,36 +1342,14 @@ __global__ void __launch_bounds__(kPanelThreads) moe_panel_grouped_kernel(const 
     for (int j = 0; j < nb; ++j) {
       const float* x = moe_x(a, pairs[j]);
       float* xj = xs + j * xlen;
-      if constexpr (T == kQ4_K) {
-        for (int64_t c = u0 * 8; c < u1 * 8; ++c) {
-          const int64_t el = c * 32 + lane;
-          const float v = x[el];  // Q4_K rows are whole super-blocks
-          xj[el] = v;
-          const float s = warp_sum(v);
-          if (lane == 0) xsum[j * slen + c] = s;
-        }
-      } else {
-        for (int64_t el = u0 * F::E + lane; el < u1 * F::E; el += 32) xj[el] = el < a.k ? x[el] : 0.f;
-      }
+      stage_panel_x<T>(x, a.k, u0, u1, xj, xsum + j * slen);
       red[(warp * kMoeBatch + j) * 32 + lane] = 0.f;
     }
     __syncwarp();
     for (int64_t u = u0; u < u1; u += F::U) {
       uint4 q[F::U][F::CH];
       uint32_t tail[F::U];
-#pragma unroll
-      for (int i = 0; i < F::U; ++i) {
-        if (u + i < u1) {
-          const uint8_t* ub = base + size_t(u + i) * UB;
-#pragma unroll
-          for (int c = 0; c < F::CH; ++c) q[i][c] = __ldg(reinterpret_cast<const uint4*>(ub + 512 * c));
-          if constexpr (F::TAIL) {
-            tail[i] = __ldg(reinterpret_cast<const uint16_t*>(ub - 16 * lane + 512 * F::CH + 2 * lane));
-          } else {
-            tail[i] = 0;
-          }
-        }
-      }
+      load_panel_units<T>(base, u, u1, q, tail);
 #pragma unroll 1
       for (int j = 0; j < nb; ++j) {
         if constexpr (T == kQ6_K) {

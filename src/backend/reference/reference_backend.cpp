@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "backend/hadamard.h"
 #include "backend/host_backend.h"
 #include "base/check.h"
 #include "base/fp16.h"
@@ -41,13 +42,16 @@ class ReferenceBackend final : public HostBackend {
     }
   }
 
+  bool rotates_inputs() const override { return true; }
+
   void matmul(const Tensor& w, const Tensor& x, const Tensor& out) override {
     ONEBIT_CHECK(w.n_cols == x.n_cols && out.n_rows == x.n_rows && out.n_cols == w.n_rows);
+    const std::vector<double> xs = inputs(w, x, 0, x.n_rows);  // [n, k], rotated as w says
     std::vector<float> w_row(static_cast<size_t>(w.n_cols));  // [k]
     for (int64_t m = 0; m < w.n_rows; ++m) {
       dequantize_row(w.type, row_ptr(w, m), w_row.data(), w.n_cols);
       for (int64_t n = 0; n < x.n_rows; ++n) {
-        const float* xr = f32_row(x, n);
+        const double* xr = xs.data() + n * w.n_cols;
         double acc = 0.0;
         for (int64_t k = 0; k < w.n_cols; ++k) acc += double(w_row[k]) * xr[k];
         f32_row(out, n)[m] = static_cast<float>(acc);
@@ -141,7 +145,8 @@ class ReferenceBackend final : public HostBackend {
         const int32_t e = i32_row(ids, i)[j];
         ONEBIT_CHECK(e >= 0 && e < n_experts);
         const int64_t pair = i * top_k + j;
-        const float* xr = f32_row(x, x.n_rows == ids.n_rows ? i : pair);
+        const std::vector<double> xs = inputs(w, x, x.n_rows == ids.n_rows ? i : pair, 1);
+        const double* xr = xs.data();
         for (int64_t r = 0; r < m; ++r) {
           dequantize_row(w.type, row_ptr(w, e * m + r), w_row.data(), w.n_cols);
           double acc = 0.0;
@@ -271,6 +276,20 @@ class ReferenceBackend final : public HostBackend {
     ONEBIT_CHECK(row >= 0 && row < states.n_rows);
     return row;
   }
+  // Rows [first, first + n) of x in double, rotated per block when w's columns are (in_rotation).
+  static std::vector<double> inputs(const Tensor& w, const Tensor& x, int64_t first, int64_t n) {
+    std::vector<double> v(static_cast<size_t>(n * x.n_cols));
+    for (int64_t r = 0; r < n; ++r) {
+      double* row = v.data() + r * x.n_cols;
+      for (int64_t c = 0; c < x.n_cols; ++c) row[c] = f32_row(x, first + r)[c];
+      if (w.in_rotation > 0) {
+        ONEBIT_CHECK(x.n_cols % w.in_rotation == 0);
+        hadamard_rotate(row, x.n_cols, w.in_rotation);
+      }
+    }
+    return v;
+  }
+
   // The checkpoint row after token t (CHECKed), or -1.
   static int32_t ckpt_row_of(const Tensor& ckpt_rows, const Tensor& states, int64_t t) {
     if (!ckpt_rows.valid()) return -1;
