@@ -2,7 +2,8 @@
 // distributions are from an F32 reference GGUF of the same model, as llama-perplexity's
 // --kl-divergence measures it. The same real text, tokenized with the model's own vocabulary, runs
 // through every file on the CPU backend (all positions' logits, one KV cache, chunked prefill).
-// Per file: mean / 99th-percentile (nearest rank) / max over positions of KL(P_ref || P_q) in nats,
+// Per file: perplexity of the text (exp of the mean negative log-likelihood of each next token),
+// mean / 99th-percentile (nearest rank) / max over positions of KL(P_ref || P_q) in nats,
 // top-1 agreement (and the widest reference top-1/top-2 logit margin among the positions whose
 // top-1 changed: small means only near-ties flipped), and max|diff| / max|logit| over all positions. The header line describes the
 // reference distributions (logit std, top-1 probability, entropy) so a flat model is visible.
@@ -58,6 +59,17 @@ double log_softmax(const float* x, int32_t n, std::vector<double>& out) {
 }
 
 int32_t argmax(const float* x, int32_t n) { return int32_t(std::max_element(x, x + n) - x); }
+
+// exp(mean over positions p < n - 1 of -log softmax(logits[p])[tokens[p + 1]]).
+double perplexity(const std::vector<float>& logits, int32_t vocab, const std::vector<TokenId>& tokens) {
+  std::vector<double> lp;
+  double nll = 0;
+  for (size_t p = 0; p + 1 < tokens.size(); ++p) {
+    log_softmax(logits.data() + p * size_t(vocab), vocab, lp);
+    nll -= lp[size_t(tokens[p + 1])];
+  }
+  return std::exp(nll / double(tokens.size() - 1));
+}
 
 // The row's top-1 logit minus its second largest.
 double top_gap(const float* x, int32_t n) {
@@ -136,7 +148,8 @@ void print_reference(const RunOutput& ref, int64_t n_pos) {
 }
 
 // One table row: `q` against the reference.
-void print_row(const std::string& label, const RunOutput& ref, const RunOutput& q, int64_t n_pos) {
+void print_row(const std::string& label, const RunOutput& ref, const RunOutput& q, int64_t n_pos,
+               const std::vector<TokenId>& tokens) {
   const int32_t v = ref.vocab;
   std::vector<double> lp, lq, kls;
   int64_t agree = 0;
@@ -165,9 +178,9 @@ void print_row(const std::string& label, const RunOutput& ref, const RunOutput& 
   for (double k : kls) mean += k;
   mean /= double(n_pos);
   const size_t p99 = size_t(std::ceil(0.99 * double(n_pos))) - 1;
-  std::printf("| %s | %.2f | %.1f | %.2e | %.2e | %.2e | %.2f%% | %.3f | %.2e |\n", label.c_str(), q.bits_per_weight,
-              q.file_mib, mean, sorted[p99], sorted.back(), 100.0 * double(agree) / double(n_pos), max_gap_flipped,
-              max_diff / max_logit);
+  std::printf("| %s | %.2f | %.1f | %.4f | %.2e | %.2e | %.2e | %.2f%% | %.3f | %.2e |\n", label.c_str(),
+              q.bits_per_weight, q.file_mib, perplexity(q.logits, v, tokens), mean, sorted[p99], sorted.back(),
+              100.0 * double(agree) / double(n_pos), max_gap_flipped, max_diff / max_logit);
   std::fflush(stdout);
 }
 
@@ -212,9 +225,10 @@ int run(int argc, char** argv) {
   std::fprintf(stderr, "quant_kl: %s: %d tokens in %.1f s\n", o.ref_path.c_str(), o.tokens, ref->seconds);
   const int64_t n_pos = o.tokens;
   print_reference(*ref, n_pos);
-  std::printf("| type | bits/weight | file MiB | mean KL (nats) | p99 KL | max KL | top-1 agreement | widest F32 top-1 "
-              "margin lost | max\\|diff\\|/max\\|logit\\| |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|\n");
+  std::printf("Reference perplexity %.4f\n\n", perplexity(ref->logits, ref->vocab, *tokens));
+  std::printf("| type | bits/weight | file MiB | perplexity | mean KL (nats) | p99 KL | max KL | top-1 agreement | "
+              "widest reference top-1 margin lost | max\\|diff\\|/max\\|logit\\| |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
   for (const std::string& path : o.quant_paths) {
     auto q = run_model(path, *tokens, o);
     if (!q.ok()) return std::fprintf(stderr, "quant_kl: %s: %s\n", path.c_str(), q.message().c_str()), 1;
@@ -223,7 +237,7 @@ int run(int argc, char** argv) {
                           path.c_str(), q->vocab, ref->vocab), 1;
     }
     std::fprintf(stderr, "quant_kl: %s: %.1f s\n", path.c_str(), q->seconds);
-    print_row(std::filesystem::path(path).stem().string(), *ref, *q, n_pos);
+    print_row(std::filesystem::path(path).stem().string(), *ref, *q, n_pos, *tokens);
   }
   return 0;
 }

@@ -1,27 +1,58 @@
 #!/usr/bin/env bash
-# End-to-end benchmark of the CPU backend on a TinyLlama-1.1B-shaped random model (docs/bench.md).
-# Usage: bench/run_e2e.sh BUILD_DIR [WORK_DIR] [REPS]
-# Makes the model (F16, then Q4_0 / Q8_0 / Q4_K_M / Q5_K_M) once, then prints one table row per
-# type and thread count: pp512 and tg128 tok/s (best / median of REPS), weight GB per token, measured read
-# bandwidth (GB/s), the decode roofline (tok/s) and decode as a fraction of it (best / median).
+# End-to-end benchmark of the CPU backend on a TinyLlama-1.1B-shaped random model (docs/bench.md),
+# next to llama.cpp on the same files when given its build.
+# Usage: bench/run_e2e.sh BUILD_DIR [WORK_DIR] [REPS] [LLAMA_CPP_BUILD_DIR]
+#   THREADS="1 2" (default; "1 2 4 8 16" on a 16-core host) and TYPES="Q4_0 Q8_0 Q4_K_M Q5_K_M"
+#   (default) choose the rows.
+# Makes the model (F16, then each type) once, then prints one table row per type and thread count:
+# pp512 and tg128 tok/s (best / median of REPS), weight GB per token, measured read bandwidth
+# (GB/s), the decode roofline (tok/s) and decode as a fraction of it (best / median). With a
+# llama.cpp build (its bin/llama-bench), each row is followed by llama-bench's on the same file,
+# threads and repetitions (mean of REPS, as llama-bench reports; the roofline column is 1bit's, of
+# the same run), and a ratio row: 1bit's median over llama.cpp's mean.
 set -euo pipefail
-build=${1:?usage: bench/run_e2e.sh BUILD_DIR [WORK_DIR] [REPS]}
+build=${1:?usage: bench/run_e2e.sh BUILD_DIR [WORK_DIR] [REPS] [LLAMA_CPP_BUILD_DIR]}
 work=${2:-/tmp/onebit-bench}
 reps=${3:-3}
+llama=${4:-}
+threads_list=${THREADS:-1 2}
+types=${TYPES:-Q4_0 Q8_0 Q4_K_M Q5_K_M}
 here=$(cd "$(dirname "$0")" && pwd)
 vocab=$here/../../shared/testdata/vocab/ggml-vocab-llama-spm.gguf
+if [ -n "$llama" ] && [ ! -x "$llama/bin/llama-bench" ]; then
+  echo "run_e2e: $llama/bin/llama-bench not found; give llama.cpp's build directory" >&2
+  exit 2
+fi
 mkdir -p "$work"
 if [ ! -f "$work/tinyllama-f16.gguf" ]; then
   "$build/bin/1bit" convert --random "$here/tinyllama-1.1b.config.json" --tokenizer "$vocab" \
     --type f16 "$work/tinyllama-f16.gguf"
 fi
-for t in Q4_0 Q8_0 Q4_K_M Q5_K_M; do
+for t in $types; do
   [ -f "$work/tinyllama-$t.gguf" ] || "$build/bin/1bit" quantize "$work/tinyllama-f16.gguf" "$work/tinyllama-$t.gguf" $t
 done
 echo "| model | backend | threads | pp512 tok/s best / median | tg128 tok/s best / median | weight GB/token | read GB/s best / median | roofline tok/s (median) | tg / roofline best / median |"
 echo "|---|---|---|---|---|---|---|---|---|"
-for t in Q4_0 Q8_0 Q4_K_M Q5_K_M; do
-  for threads in 1 2; do
-    "$build/bin/e2e_bench" "$work/tinyllama-$t.gguf" --threads $threads --pp 512 --tg 128 --reps "$reps"
+for t in $types; do
+  for threads in $threads_list; do
+    row=$("$build/bin/e2e_bench" "$work/tinyllama-$t.gguf" --threads "$threads" --pp 512 --tg 128 --reps "$reps")
+    echo "$row"
+    [ -n "$llama" ] || continue
+    # llama-bench's CSV: avg_ts and stddev_ts of the pp512 and tg128 tests
+    csv=$("$llama/bin/llama-bench" -m "$work/tinyllama-$t.gguf" -p 512 -n 128 -t "$threads" -r "$reps" -o csv 2>/dev/null)
+    read -r pp pp_sd tg tg_sd < <(echo "$csv" | python3 -c '
+import csv, sys
+rows = list(csv.DictReader(sys.stdin))
+pick = lambda key: next(r for r in rows if int(r[key]) > 0)
+pp, tg = pick("n_prompt"), pick("n_gen")
+print(pp["avg_ts"], pp["stddev_ts"], tg["avg_ts"], tg["stddev_ts"])')
+    roof=$(echo "$row" | awk -F'|' '{gsub(/ /, "", $9); print $9}')
+    echo "| tinyllama-$t | llama.cpp | $threads | $(printf '%.1f ± %.1f' "$pp" "$pp_sd") | $(printf '%.1f ± %.1f' "$tg" "$tg_sd") | | | $roof | $(python3 -c "print(f'{$tg / $roof:.0%}')") |"
+    echo "$row" | T="$t" PP="$pp" TG="$tg" python3 -c '
+import os, sys
+cells = [c.strip() for c in sys.stdin.read().split("|")]
+med = lambda cell: float(cell.split("/")[1])  # "best / median"
+t, pp, tg = os.environ["T"], float(os.environ["PP"]), float(os.environ["TG"])
+print(f"| tinyllama-{t} | 1bit / llama.cpp | {cells[3]} | {med(cells[4]) / pp:.2f}x | {med(cells[5]) / tg:.2f}x | | | | |")'
   done
 done

@@ -18,7 +18,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 config=$here/quant-kl-1024.config.json
 vocab=$here/../../shared/testdata/vocab/ggml-vocab-llama-spm.gguf
 text=${KL_TEXT:-$here/../../shared/testdata/text/war-and-peace.txt}
-types="F16 BF16 Q8_0 Q6_K Q5_K_M Q5_K Q5_1 Q5_0 Q4_K_M Q4_K Q4_1 Q4_0"
+types=${KL_TYPES:-"F16 BF16 Q8_0 Q6_K Q5_K_M Q5_K Q5_1 Q5_0 Q4_K_M Q4_K Q4_1 Q4_0 Q4_0-H32"}  # -H32: --hadamard 32
 mkdir -p "$work"
 if [ -n "$hf" ]; then
   if [ ! -f "$work/F32.gguf" ] || [ "$hf/model.safetensors" -nt "$work/F32.gguf" ]; then
@@ -31,7 +31,8 @@ elif [ ! -f "$work/F32.gguf" ] || [ "$config" -nt "$work/F32.gguf" ]; then
 fi
 quants=()
 for t in $types; do
-  [ -f "$work/$t.gguf" ] || "$build/bin/1bit" quantize "$work/F32.gguf" "$work/$t.gguf" "$t" >/dev/null
+  [ -f "$work/$t.gguf" ] || "$build/bin/1bit" quantize "$work/F32.gguf" "$work/$t.gguf" "${t%-H32}" \
+    $([ "${t%-H32}" != "$t" ] && echo --hadamard 32) >/dev/null
   quants+=("$work/$t.gguf")
 done
 "$build/bin/quant_kl" "$work/F32.gguf" "${quants[@]}" --text "$text" --tokens "$tokens" --threads "$threads"

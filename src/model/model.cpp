@@ -32,8 +32,7 @@ Result<std::unique_ptr<Model>> Model::load(const GgufFile& file, Backend& backen
   ONEBIT_ASSIGN_OR_RETURN(const int32_t rotation, hadamard_block(file));
   if (rotation > 0 && !backend.rotates_inputs()) {
     return make_error("this file's weights are Hadamard-rotated (" + std::string(kHadamardKey) +
-                      "), which the " + std::string(backend.name()) +
-                      " backend does not run yet; use --device cpu, or an unrotated file");
+                      "), which the " + std::string(backend.name()) + " backend does not run; use another device");
   }
   std::unique_ptr<Model> m(new Model(file, backend, std::move(config)));
   ONEBIT_TRY(m->bind_weights());

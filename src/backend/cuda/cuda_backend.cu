@@ -1398,6 +1398,25 @@ __global__ void moe_combine_kernel(const float* __restrict__ y, size_t y_stride,
 
 // out = x * sigmoid(g); g one value per row when row_gate. out may alias x (each element read,
 // then written, by one thread).
+// The Hadamard rotation of rows per block of 32 (Tensor::in_rotation, backend/hadamard.h): a warp
+// per block, the butterflies through shuffles (the lower lane of a pair takes a + b, the upper
+// a - b), then 1 / sqrt(32).
+__global__ void hadamard32_kernel(const float* __restrict__ x, size_t xs, float* __restrict__ out, size_t os,
+                                  int64_t n, int64_t k) {
+  const int64_t per_row = k / 32;
+  const int64_t warp = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (warp >= n * per_row) return;  // whole warps leave together
+  const int64_t r = warp / per_row, c = (warp % per_row) * 32 + lane;
+  float v = x[size_t(r) * xs + c];
+#pragma unroll
+  for (int len = 1; len < 32; len *= 2) {
+    const float o = __shfl_xor_sync(0xffffffffu, v, len);
+    v = (lane & len) ? o - v : v + o;
+  }
+  out[size_t(r) * os + c] = v * 0.17677669529663687f;
+}
+
 __global__ void sigmoid_mul_kernel(const float* x, size_t x_stride, const float* __restrict__ g, size_t g_stride,
                                    bool row_gate, float* out, size_t o_stride, int64_t n, int64_t d) {
   const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -1675,7 +1694,9 @@ class CudaBackend final : public Backend {
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out) override {
     op(kOpRmsNorm, [=, this] { rms_norm_now(x, weight, eps, out); }, x, weight, eps, out);
   }
+  bool rotates_inputs() const override { return true; }
   void matmul(const Tensor& w, const Tensor& x, const Tensor& out) override {
+    if (w.in_rotation > 0) return matmul(unrotated(w), rotated(x, w.in_rotation), out);
     op(kOpMatmul, [=, this] { matmul_now(w, x, out); }, w, x, out);
   }
   void add(const Tensor& a, const Tensor& b, const Tensor& out) override {
@@ -1717,6 +1738,7 @@ class CudaBackend final : public Backend {
   }
   void moe_matmul(const Tensor& w, int32_t n_experts, const Tensor& x, const Tensor& ids, const Tensor& out) override {
     check_moe_matmul(w, n_experts, x, ids, out);
+    if (w.in_rotation > 0) return moe_matmul(unrotated(w), n_experts, rotated(x, w.in_rotation), ids, out);
     op(kOpMoeMatmul, [=, this] { moe_matmul_now(w, n_experts, x, ids, out); }, w, int(n_experts), x, ids, out);
   }
   void moe_combine(const Tensor& y, const Tensor& weights, const Tensor& out) override {
@@ -1764,6 +1786,33 @@ class CudaBackend final : public Backend {
     for (const HostRead& r : reads_) std::memcpy(r.dst, r.from, r.n);
     reads_.clear();
     staged_ = 0;
+  }
+
+  // A rotated weight as plain (its input is rotated already).
+  static Tensor unrotated(Tensor w) {
+    w.in_rotation = 0;
+    return w;
+  }
+  // x's rows rotated per block of 32 into the rotation scratch (grown on demand: a step that grows
+  // it is not captured as a graph; successive products reuse it in stream order).
+  Tensor rotated(const Tensor& x, int32_t block) {
+    ONEBIT_CHECK(block == 32 && x.type == GgmlType::kF32 && x.n_cols % 32 == 0);
+    const int64_t need = x.n_rows * x.n_cols;
+    if (!rot_.valid() || rot_.n_cols < need) {
+      if (rot_.valid()) free(rot_);
+      auto t = alloc(GgmlType::kF32, 1, std::max<int64_t>(need, 1 << 16));
+      ONEBIT_CHECK_MSG(t.ok(), "cuda backend: out of memory for a rotated activation");
+      rot_ = *t;
+    }
+    const Tensor xr{rot_.buffer, rot_.offset_bytes, GgmlType::kF32, x.n_rows, x.n_cols, size_t(x.n_cols) * sizeof(float)};
+    op(kOpHadamard, [=, this] { hadamard_now(x, xr); }, x, xr);
+    return xr;
+  }
+  void hadamard_now(const Tensor& x, const Tensor& out) {
+    const int64_t n = x.n_rows, k = x.n_cols;
+    if (n * k == 0) return;
+    hadamard32_kernel<<<blocks_for(n * k, 256), 256, 0, stream_>>>(fptr(x), fstride(x), fptr(out), fstride(out), n, k);
+    CUDA_LAUNCHED();
   }
 
   void get_rows_now(const Tensor& table, const Tensor& ids, const Tensor& out) {
@@ -2093,7 +2142,7 @@ class CudaBackend final : public Backend {
   enum OpTag : uint64_t {
     kOpWrite = 1, kOpRead, kOpGetRows, kOpRmsNorm, kOpMatmul, kOpAdd, kOpSwiglu, kOpSoftmax, kOpCopy, kOpStoreKv,
     kOpRope, kOpAttention, kOpPagedAttention, kOpMoeRoute, kOpMoeMatmul, kOpMoeCombine, kOpSigmoidMul,
-    kOpSsmConv, kOpGatedDelta
+    kOpSsmConv, kOpGatedDelta, kOpHadamard
   };
   static constexpr size_t kNoStage = ~size_t(0);
   static constexpr size_t kPinnedBytes = size_t(32) << 20;  // staging of one step's writes and reads
@@ -2323,6 +2372,7 @@ class CudaBackend final : public Backend {
   }
 
   bool delta_smem_set_ = false;  // gated_delta_kernel's shared memory limit raised
+  Tensor rot_;                   // the rotated input of a Hadamard-rotated weight (rotated())
   void ensure_smem_attr(int type, const void* fn) {
     if (smem_attr_set_[type & 31]) return;
     CUDA_OK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMatvecSmemLimit)));
