@@ -3,7 +3,8 @@
 # next to llama.cpp on the same files when given its build.
 # Usage: bench/run_e2e.sh BUILD_DIR [WORK_DIR] [REPS] [LLAMA_CPP_BUILD_DIR]
 #   THREADS="1 2" (default; "1 2 4 8 16" on a 16-core host) and TYPES="Q4_0 Q8_0 Q4_K_M Q5_K_M"
-#   (default) choose the rows.
+#   (default) choose the rows; a type ending in -H32 is that type Hadamard-rotated (--hadamard 32;
+#   no llama.cpp row: llama.cpp does not rotate activations).
 # Makes the model (F16, then each type) once, then prints one table row per type and thread count:
 # pp512 and tg128 tok/s (best / median of REPS), weight GB per token, measured read bandwidth
 # (GB/s), the decode roofline (tok/s) and decode as a fraction of it (best / median). With a
@@ -29,7 +30,8 @@ if [ ! -f "$work/tinyllama-f16.gguf" ]; then
     --type f16 "$work/tinyllama-f16.gguf"
 fi
 for t in $types; do
-  [ -f "$work/tinyllama-$t.gguf" ] || "$build/bin/1bit" quantize "$work/tinyllama-f16.gguf" "$work/tinyllama-$t.gguf" $t
+  [ -f "$work/tinyllama-$t.gguf" ] || "$build/bin/1bit" quantize "$work/tinyllama-f16.gguf" "$work/tinyllama-$t.gguf" \
+    "${t%-H32}" $([ "${t%-H32}" != "$t" ] && echo --hadamard 32)
 done
 echo "| model | backend | threads | pp512 tok/s best / median | tg128 tok/s best / median | weight GB/token | read GB/s best / median | roofline tok/s (median) | tg / roofline best / median |"
 echo "|---|---|---|---|---|---|---|---|---|"
@@ -37,7 +39,7 @@ for t in $types; do
   for threads in $threads_list; do
     row=$("$build/bin/e2e_bench" "$work/tinyllama-$t.gguf" --threads "$threads" --pp 512 --tg 128 --reps "$reps")
     echo "$row"
-    [ -n "$llama" ] || continue
+    [ -n "$llama" ] && [ "${t%-H32}" = "$t" ] || continue
     # llama-bench's CSV: avg_ts and stddev_ts of the pp512 and tg128 tests
     csv=$("$llama/bin/llama-bench" -m "$work/tinyllama-$t.gguf" -p 512 -n 128 -t "$threads" -r "$reps" -o csv 2>/dev/null)
     read -r pp pp_sd tg tg_sd < <(echo "$csv" | python3 -c '

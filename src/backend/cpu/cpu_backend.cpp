@@ -241,8 +241,11 @@ void CpuBackend::matmul(const Tensor& w, const Tensor& x, const Tensor& out) {
   check_f32(x), check_f32(out);
   const int64_t m = w.n_rows, n = x.n_rows, k = w.n_cols;
   if (m == 0 || n == 0) return;
-  if (w.in_rotation > 0) {  // a Hadamard-rotated weight: the product of the rotated input
-    ONEBIT_CHECK(k % w.in_rotation == 0);
+  const DotKernel kern = table_->by_type[static_cast<uint32_t>(w.type) & 31];
+  const bool quantized_act = kern.fn != nullptr && static_cast<uint32_t>(w.type) < 32 && kern.act != ActFormat::kF32;
+  const int64_t rot = w.in_rotation;  // a Hadamard-rotated weight: the product of the rotated input
+  ONEBIT_CHECK(rot == 0 || k % rot == 0);
+  if (rot > 0 && !quantized_act) {  // float activations: a rotated copy of x (quantized ones rotate below)
     if (!rot_x_.valid() || rot_x_.n_cols < n * k) {
       if (rot_x_.valid()) free(rot_x_);
       auto a = alloc(GgmlType::kF32, 1, std::max<int64_t>(n * k, 1 << 16));
@@ -260,7 +263,6 @@ void CpuBackend::matmul(const Tensor& w, const Tensor& x, const Tensor& out) {
     plain.in_rotation = 0;
     return matmul(plain, xr, out);
   }
-  const DotKernel kern = table_->by_type[static_cast<uint32_t>(w.type) & 31];
   if (kern.fn == nullptr || static_cast<uint32_t>(w.type) >= 32) return matmul_dequantized(w, x, out);
 
   // Activations in the kernel's format: [n, act_stride] bytes (or x itself for float weights).
@@ -273,15 +275,27 @@ void CpuBackend::matmul(const Tensor& w, const Tensor& x, const Tensor& out) {
     act_stride = size_t(k / block) * (q8 ? sizeof(ActQ8) : sizeof(BlockQ8_K));
     if (act_.size() < act_stride * n) act_.resize(act_stride * n);
     uint8_t* dst = act_.data();
-    pool_.parallel_for(Parallel::kDynamic, n, [&](int64_t b, int64_t e, int) {
+    const auto quantize_rows = [&](int64_t b, int64_t e, std::vector<float>& tmp) {
       for (int64_t r = b; r < e; ++r) {
+        const float* src = f32_row(x, r);
+        if (rot > 0) {  // rotated as the weight's columns were, then quantized
+          tmp.assign(src, src + k);
+          hadamard_rotate(tmp.data(), k, rot);
+          src = tmp.data();
+        }
         if (q8) {
-          cpu::quantize_act_q8(f32_row(x, r), reinterpret_cast<ActQ8*>(dst + r * act_stride), k);
+          cpu::quantize_act_q8(src, reinterpret_cast<ActQ8*>(dst + r * act_stride), k);
         } else {
-          cpu::quantize_act_q8k(f32_row(x, r), reinterpret_cast<BlockQ8_K*>(dst + r * act_stride), k);
+          cpu::quantize_act_q8k(src, reinterpret_cast<BlockQ8_K*>(dst + r * act_stride), k);
         }
       }
-    }, /*chunk=*/1);
+    };
+    if (n == 1) {
+      quantize_rows(0, 1, scratch_[0].b);  // decode: one row, not worth a dispatch
+    } else {
+      pool_.parallel_for(Parallel::kDynamic, n, [&](int64_t b, int64_t e, int t) { quantize_rows(b, e, scratch_[t].b); },
+                         /*chunk=*/1);
+    }
     act = dst;
   }
 
