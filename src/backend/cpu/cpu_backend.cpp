@@ -236,6 +236,14 @@ class CpuBackend final : public HostBackend {
   std::unordered_map<const BackendBuffer*, Panels> panels_of_;
 };
 
+namespace {
+// A row of k activations rotated per block (blocks of 32: the SIMD transform).
+void rotate_row(float* x, int64_t k, int64_t block) {
+  if (block == 32) return hadamard_rotate32(x, k);
+  hadamard_rotate(x, k, block);
+}
+}  // namespace
+
 void CpuBackend::matmul(const Tensor& w, const Tensor& x, const Tensor& out) {
   ONEBIT_CHECK(w.n_cols == x.n_cols && out.n_rows == x.n_rows && out.n_cols == w.n_rows);
   check_f32(x), check_f32(out);
@@ -256,7 +264,7 @@ void CpuBackend::matmul(const Tensor& w, const Tensor& x, const Tensor& out) {
     pool_.parallel_for(Parallel::kStatic, n, [&](int64_t b, int64_t e, int) {
       for (int64_t r = b; r < e; ++r) {
         std::memcpy(f32_row(xr, r), f32_row(x, r), size_t(k) * sizeof(float));
-        hadamard_rotate(f32_row(xr, r), k, int64_t(w.in_rotation));
+        rotate_row(f32_row(xr, r), k, rot);
       }
     });
     Tensor plain = w;
@@ -280,7 +288,7 @@ void CpuBackend::matmul(const Tensor& w, const Tensor& x, const Tensor& out) {
         const float* src = f32_row(x, r);
         if (rot > 0) {  // rotated as the weight's columns were, then quantized
           tmp.assign(src, src + k);
-          hadamard_rotate(tmp.data(), k, rot);
+          rotate_row(tmp.data(), k, rot);
           src = tmp.data();
         }
         if (q8) {
