@@ -26,6 +26,7 @@ struct ModelFacts {
   std::optional<uint64_t> n_layers, n_heads, n_kv_heads, context_length, embedding_length;
   std::optional<uint64_t> key_length, value_length, vocab_size;
   std::optional<uint64_t> pooling_type;  // <arch>.pooling_type (embedding models)
+  std::optional<uint64_t> n_nextn;       // <arch>.nextn_predict_layers: MTP layers among n_layers
   uint64_t n_params = 0;
   uint64_t tensor_bytes = 0;
   std::map<uint32_t, TypeUse> types;  // by ggml type id
@@ -70,6 +71,7 @@ ModelFacts gather(const GgufFile& f) {
   m.key_length = opt_uint(f, a + ".attention.key_length");
   m.value_length = opt_uint(f, a + ".attention.value_length");
   m.pooling_type = opt_uint(f, a + ".pooling_type");
+  m.n_nextn = opt_uint(f, a + ".nextn_predict_layers");
   if (m.n_heads && *m.n_heads > 0 && m.embedding_length) {
     if (!m.key_length) m.key_length = *m.embedding_length / *m.n_heads;
     if (!m.value_length) m.value_length = *m.embedding_length / *m.n_heads;
@@ -93,10 +95,12 @@ ModelFacts gather(const GgufFile& f) {
   }
   if (m.n_layers && m.context_length && m.n_kv_heads && m.key_length && m.value_length) {
     // Layers with K/V: those with an attn_k tensor (a hybrid's recurrent layers keep a fixed state
-    // per sequence instead), else every layer.
+    // per sequence instead), else every layer; not the MTP layers (the drafter's own pool).
+    const uint64_t trunk = *m.n_layers - std::min(*m.n_layers, m.n_nextn.value_or(0));
     uint64_t attention_layers = 0;
     for (const GgufTensorInfo& t : f.tensors()) {
-      attention_layers += t.name.starts_with("blk.") && t.name.ends_with(".attn_k.weight");
+      unsigned long long l = 0;
+      attention_layers += t.name.ends_with(".attn_k.weight") && std::sscanf(std::string(t.name).c_str(), "blk.%llu.", &l) == 1 && l < trunk;
     }
     if (attention_layers == 0 || attention_layers > *m.n_layers) attention_layers = *m.n_layers;
     // Doubles: a hostile file's values must not overflow into a small estimate.
@@ -164,7 +168,10 @@ void print_text(const GgufFile& f, const ModelFacts& m) {
   line("architecture", or_dash(m.architecture));
   line("name", or_dash(m.name));
   line("parameters", commas(m.n_params) + " (" + human_count(m.n_params) + ")");
-  line("layers", or_dash(m.n_layers));
+  const uint64_t nextn = m.n_layers ? std::min(*m.n_layers, m.n_nextn.value_or(0)) : 0;
+  line("layers", or_dash(m.n_layers) + (nextn > 0 ? " (" + std::to_string(*m.n_layers - nextn) + " + " +
+                                                       std::to_string(nextn) + " MTP: serve --mtp drafts with it)"
+                                                 : ""));
   line("heads", or_dash(m.n_heads) + " (KV heads " + or_dash(m.n_kv_heads) + ")");
   line("context length", or_dash(m.context_length));
   line("embedding length", or_dash(m.embedding_length));
@@ -224,6 +231,7 @@ void print_json(const GgufFile& f, const ModelFacts& m) {
   j["name"] = opt_json(m.name);
   j["n_params"] = m.n_params;
   j["n_layers"] = opt_json(m.n_layers);
+  j["nextn_predict_layers"] = opt_json(m.n_nextn);
   j["n_heads"] = opt_json(m.n_heads);
   j["n_kv_heads"] = opt_json(m.n_kv_heads);
   j["context_length"] = opt_json(m.context_length);
