@@ -211,6 +211,11 @@ class Backend {
                                 const Tensor& out, const DeltaParams& p) = 0;
 };
 
+// A backend's own scratch: grows `buf` (F32 [1, n] of `be`, never shrunk, at least 64 Ki floats) to
+// hold `capacity` floats, and returns a [rows, cols] F32 view of its start (rows * cols <=
+// capacity). Growing frees the old buffer: views taken before are gone. CHECKs that memory lasts.
+Tensor scratch_rows(Backend& be, Tensor& buf, int64_t capacity, int64_t rows, int64_t cols);
+
 // CHECKs of the shapes and types the MoE ops and sigmoid_mul take (every backend calls them; data,
 // such as expert ids in range, is checked where it is read).
 void check_moe_route(const Tensor& logits, const Tensor& ids, const Tensor& weights);

@@ -1,5 +1,7 @@
 // Tensor view arithmetic shared by every backend (rows, reshapes, row sizes).
 #include "backend/backend.h"
+
+#include <algorithm>
 #include "base/check.h"
 
 namespace onebit {
@@ -50,6 +52,17 @@ void check_moe_matmul(const Tensor& w, int32_t n_experts, const Tensor& x, const
 void check_moe_combine(const Tensor& y, const Tensor& weights, const Tensor& out) {
   ONEBIT_CHECK(y.type == GgmlType::kF32 && weights.type == GgmlType::kF32 && out.type == GgmlType::kF32);
   ONEBIT_CHECK(out.n_rows == weights.n_rows && y.n_rows == weights.n_rows * weights.n_cols && y.n_cols == out.n_cols);
+}
+
+Tensor scratch_rows(Backend& be, Tensor& buf, int64_t capacity, int64_t rows, int64_t cols) {
+  ONEBIT_CHECK(rows >= 0 && cols >= 0 && rows * cols <= capacity);
+  if (!buf.valid() || buf.n_cols < capacity) {
+    if (buf.valid()) be.free(buf);
+    auto t = be.alloc(GgmlType::kF32, 1, std::max<int64_t>(capacity, 1 << 16));
+    ONEBIT_CHECK_MSG(t.ok(), "backend scratch: out of memory");
+    buf = *t;
+  }
+  return Tensor{buf.buffer, buf.offset_bytes, GgmlType::kF32, rows, cols, size_t(cols) * sizeof(float)};
 }
 
 void check_sigmoid_mul(const Tensor& x, const Tensor& g, const Tensor& out) {

@@ -254,13 +254,7 @@ void CpuBackend::matmul(const Tensor& w, const Tensor& x, const Tensor& out) {
   const int64_t rot = w.in_rotation;  // a Hadamard-rotated weight: the product of the rotated input
   ONEBIT_CHECK(rot == 0 || k % rot == 0);
   if (rot > 0 && !quantized_act) {  // float activations: a rotated copy of x (quantized ones rotate below)
-    if (!rot_x_.valid() || rot_x_.n_cols < n * k) {
-      if (rot_x_.valid()) free(rot_x_);
-      auto a = alloc(GgmlType::kF32, 1, std::max<int64_t>(n * k, 1 << 16));
-      ONEBIT_CHECK(a.ok());
-      rot_x_ = *a;
-    }
-    const Tensor xr{rot_x_.buffer, rot_x_.offset_bytes, GgmlType::kF32, n, k, size_t(k) * sizeof(float)};
+    const Tensor xr = scratch_rows(*this, rot_x_, n * k, n, k);
     pool_.parallel_for(Parallel::kStatic, n, [&](int64_t b, int64_t e, int) {
       for (int64_t r = b; r < e; ++r) {
         std::memcpy(f32_row(xr, r), f32_row(x, r), size_t(k) * sizeof(float));
@@ -392,16 +386,6 @@ void CpuBackend::moe_matmul(const Tensor& w, int32_t n_experts, const Tensor& x,
   std::vector<int64_t> fill(moe_first_.begin(), moe_first_.end() - 1);
   for (int64_t p = 0; p < pairs; ++p) moe_order_[size_t(fill[i32_row(ids, p / top_k)[p % top_k]]++)] = int32_t(p);
   const auto x_row = [&](int64_t p) { return shared_x ? p / top_k : p; };
-  // A [c, cols] F32 view of buffer t, grown (never shrunk) to hold pairs x cols.
-  const auto rows_of = [&](Tensor& t, int64_t c, int64_t cols) {
-    if (!t.valid() || t.n_cols < pairs * cols) {
-      if (t.valid()) free(t);
-      auto a = alloc(GgmlType::kF32, 1, std::max<int64_t>(pairs * cols, 1 << 16));
-      ONEBIT_CHECK(a.ok());
-      t = *a;
-    }
-    return Tensor{t.buffer, t.offset_bytes, GgmlType::kF32, c, cols, size_t(cols) * sizeof(float)};
-  };
   for (int32_t e = 0; e < n_experts; ++e) {
     const int64_t first = moe_first_[e], c = moe_first_[e + 1] - first;
     if (c == 0) continue;
@@ -411,7 +395,8 @@ void CpuBackend::moe_matmul(const Tensor& w, int32_t n_experts, const Tensor& x,
       matmul(we, x.rows(x_row(p), 1), out.rows(p, 1));
       continue;
     }
-    const Tensor xs = rows_of(moe_x_, c, x.n_cols), ys = rows_of(moe_y_, c, m);
+    const Tensor xs = scratch_rows(*this, moe_x_, pairs * x.n_cols, c, x.n_cols);
+    const Tensor ys = scratch_rows(*this, moe_y_, pairs * m, c, m);
     for (int64_t r = 0; r < c; ++r) {
       std::memcpy(f32_row(xs, r), f32_row(x, x_row(moe_order_[size_t(first + r)])), size_t(x.n_cols) * sizeof(float));
     }

@@ -1797,14 +1797,7 @@ class CudaBackend final : public Backend {
   // it is not captured as a graph; successive products reuse it in stream order).
   Tensor rotated(const Tensor& x, int32_t block) {
     ONEBIT_CHECK(block == 32 && x.type == GgmlType::kF32 && x.n_cols % 32 == 0);
-    const int64_t need = x.n_rows * x.n_cols;
-    if (!rot_.valid() || rot_.n_cols < need) {
-      if (rot_.valid()) free(rot_);
-      auto t = alloc(GgmlType::kF32, 1, std::max<int64_t>(need, 1 << 16));
-      ONEBIT_CHECK_MSG(t.ok(), "cuda backend: out of memory for a rotated activation");
-      rot_ = *t;
-    }
-    const Tensor xr{rot_.buffer, rot_.offset_bytes, GgmlType::kF32, x.n_rows, x.n_cols, size_t(x.n_cols) * sizeof(float)};
+    const Tensor xr = scratch_rows(*this, rot_, x.n_rows * x.n_cols, x.n_rows, x.n_cols);
     op(kOpHadamard, [=, this] { hadamard_now(x, xr); }, x, xr);
     return xr;
   }
