@@ -158,14 +158,10 @@ Result<std::shared_ptr<Drafter>> NativeEngine::make_drafter() {
     if (!draft.ok()) return make_error(option + " '" + options_.drafter_path + "': " + draft.message());
     d = make_draft_model_drafter(*file_, *model_, *drafter_file_, std::move(*draft), options_.draft_p_min);
   } else if (kind == "mtp") {
-    if (options_.drafter_path == options_.model_path) {  // --mtp without a head file: the model's own
-      const std::string key = model_->config().arch_name + ".nextn_predict_layers";
-      if (!file_->find(key)) {
-        return make_error("--mtp: " + options_.model_path + " has no MTP layers (no " + key +
-                          "); give the head file: --mtp HEAD.gguf");
-      }
-    }
-    d = make_mtp_drafter(*drafter_file_, *model_, options_.draft_p_min);
+    // --mtp without a head file names the model itself: its own MTP layers (make_mtp_drafter
+    // refuses a model without them)
+    d = make_mtp_drafter(options_.drafter_path == options_.model_path ? *file_ : *drafter_file_, *model_,
+                         options_.draft_p_min);
   } else if (kind == "dflash") {
     d = make_dflash_drafter(*drafter_file_, *model_, options_.draft_p_min);
   }

@@ -12,6 +12,7 @@
 #include <regex>
 
 #include "engine/engine.h"
+#include "engine_test_util.h"
 #include "fake_runner.h"
 #include "grammar/matcher.h"
 
@@ -253,15 +254,10 @@ DraftRun run_drafting(std::shared_ptr<Drafter> drafter, int32_t draft_max, int32
         req.prompt = prompt;
         req.n_predict = n;
         req.sampler.temperature = 0.0f;
-        auto h = engine->submit(req);
-        std::vector<TokenId> got;
         SequenceEvents ev;
-        while (h.ok() && !ev.finished) {
-          ev = (*h)->wait(1000);
-          got.insert(got.end(), ev.tokens.begin(), ev.tokens.end());
-        }
+        const std::vector<TokenId> got = testing::run_to_end(*engine, req, &ev);
         std::lock_guard<std::mutex> lock(mu);
-        if (h.ok() && ev.reason == FinishReason::kLength && got == fake_continuation(prompt, n, kVocab)) ++out.exact;
+        if (ev.finished && ev.reason == FinishReason::kLength && got == fake_continuation(prompt, n, kVocab)) ++out.exact;
         else ++out.failures;
         out.drafted += ev.stats.n_draft_tokens;
         out.accepted += ev.stats.n_draft_accepted;
@@ -423,14 +419,8 @@ std::vector<TokenId> constrained_reply(std::shared_ptr<grammar::CompiledGrammar>
   req.n_predict = 40;
   req.sampler.temperature = 0.0f;
   req.constraint = std::make_shared<grammar::GrammarConstraint>(compiled);
-  auto h = engine->submit(req);
-  EXPECT_TRUE(h.ok());
-  std::vector<TokenId> got;
   SequenceEvents ev;
-  while (h.ok() && !ev.finished) {
-    ev = (*h)->wait(1000);
-    got.insert(got.end(), ev.tokens.begin(), ev.tokens.end());
-  }
+  std::vector<TokenId> got = testing::run_to_end(*engine, req, &ev);
   reason = ev.reason;
   return got;
 }

@@ -18,6 +18,7 @@
 #include "gguf/gguf_reader.h"
 #include "model/convert_hf.h"
 #include "model/model.h"
+#include "engine_test_util.h"
 #include "testdata.h"
 
 namespace onebit {
@@ -113,14 +114,8 @@ class RecurrentDrafts : public ::testing::TestWithParam<std::pair<std::string, s
         req.prompt = prompt;
         req.n_predict = kReply;
         req.sampler.temperature = 0.0f;
-        auto h = (*engine)->submit(req);
-        EXPECT_TRUE(h.ok()) << h.message();
-        std::vector<TokenId> got;
         SequenceEvents ev;
-        while (h.ok() && !ev.finished) {
-          ev = (*h)->wait(1000);
-          got.insert(got.end(), ev.tokens.begin(), ev.tokens.end());
-        }
+        const std::vector<TokenId> got = testing::run_to_end(**engine, req, &ev);
         std::lock_guard<std::mutex> lock(mu);
         out[prompt] = got;
         if (totals) {

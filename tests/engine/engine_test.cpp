@@ -11,6 +11,7 @@
 #include "engine/engine.h"
 #include "gguf/gguf_reader.h"
 #include "model/model.h"
+#include "engine_test_util.h"
 #include "testdata.h"
 
 namespace onebit {
@@ -51,20 +52,7 @@ SamplerParams greedy() {
   return p;
 }
 
-// Runs one request to its end; returns its tokens, with the final events in `last`.
-std::vector<TokenId> run(Engine& engine, SequenceRequest req, SequenceEvents* last = nullptr) {
-  auto h = engine.submit(std::move(req));
-  EXPECT_TRUE(h.ok()) << h.message();
-  std::vector<TokenId> out;
-  for (;;) {
-    SequenceEvents ev = (*h)->wait(1000);
-    out.insert(out.end(), ev.tokens.begin(), ev.tokens.end());
-    if (ev.finished) {
-      if (last) *last = ev;
-      return out;
-    }
-  }
-}
+using testing::run_to_end;
 
 // Greedy tokens of a plain loop over the single-sequence forward (no engine): the prompt at once,
 // then one token at a time. Call it before an engine starts on the model: the model's step buffers
@@ -96,22 +84,22 @@ TEST(Engine, GreedyEqualsGenerateAndPrefixCacheKeepsOutput) {
   ASSERT_TRUE(engine.ok()) << engine.message();
 
   SequenceEvents last;
-  EXPECT_EQ(run(**engine, {prompt, 24, greedy(), true}, &last), expected);
+  EXPECT_EQ(run_to_end(**engine, {prompt, 24, greedy(), true}, &last), expected);
   EXPECT_EQ(last.reason, FinishReason::kLength);
   EXPECT_EQ(last.stats.n_cached_tokens, 0);
   EXPECT_EQ(last.stats.n_prompt_tokens, 5);
   EXPECT_EQ(last.stats.n_generated_tokens, 24);
 
   // Same prompt again: all but the last prompt token come from the cache; same tokens.
-  EXPECT_EQ(run(**engine, {prompt, 24, greedy(), true}, &last), expected);
+  EXPECT_EQ(run_to_end(**engine, {prompt, 24, greedy(), true}, &last), expected);
   EXPECT_EQ(last.stats.n_cached_tokens, 4);
 
   // The prompt extended by generated tokens reuses the whole previous prompt and more.
-  EXPECT_EQ(run(**engine, {longer, 8, greedy(), true}, &last), expected_longer);
+  EXPECT_EQ(run_to_end(**engine, {longer, 8, greedy(), true}, &last), expected_longer);
   EXPECT_EQ(last.stats.n_cached_tokens, 10);
 
   // cache_prompt false recomputes everything.
-  EXPECT_EQ(run(**engine, {prompt, 24, greedy(), false}, &last), expected);
+  EXPECT_EQ(run_to_end(**engine, {prompt, 24, greedy(), false}, &last), expected);
   EXPECT_EQ(last.stats.n_cached_tokens, 0);
   EXPECT_EQ((*engine)->state().n_running, 0u);
   EXPECT_EQ((*engine)->state().blocks_used, 0);
@@ -151,7 +139,7 @@ TEST(Engine, EndTokenStopsAndBadRequestsAreRefused) {
   auto engine = Engine::start(*l.model, o);
   ASSERT_TRUE(engine.ok());
   SequenceEvents last;
-  auto got = run(**engine, {prompt, 10, greedy(), true}, &last);
+  auto got = run_to_end(**engine, {prompt, 10, greedy(), true}, &last);
   EXPECT_EQ(last.reason, FinishReason::kEnd);
   EXPECT_EQ(got.back(), end_token);
   EXPECT_LE(got.size(), 4u);
@@ -165,7 +153,7 @@ TEST(Engine, EndTokenStopsAndBadRequestsAreRefused) {
   auto bad = (*engine)->submit({{1, 1 << 30}, 2, greedy(), true});
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.message().find("outside the vocabulary"), std::string::npos) << bad.message();
-  EXPECT_EQ(run(**engine, {prompt, 3, greedy(), true}), std::vector<TokenId>(expected.begin(), expected.begin() + 3));
+  EXPECT_EQ(run_to_end(**engine, {prompt, 3, greedy(), true}), std::vector<TokenId>(expected.begin(), expected.begin() + 3));
 }
 
 // ignore_eos: the end token is never sampled, so the sequence runs to n_predict (kLength) and
@@ -183,7 +171,7 @@ TEST(Engine, IgnoreEosRunsToTheLimitWithoutTheEndToken) {
   SequenceRequest req{prompt, 10, greedy(), true};
   req.ignore_eos = true;
   SequenceEvents last;
-  auto got = run(**engine, req, &last);
+  auto got = run_to_end(**engine, req, &last);
   EXPECT_EQ(last.reason, FinishReason::kLength);
   ASSERT_EQ(got.size(), 10u);
   EXPECT_EQ(last.stats.n_generated_tokens, 10);
@@ -193,7 +181,7 @@ TEST(Engine, IgnoreEosRunsToTheLimitWithoutTheEndToken) {
   EXPECT_EQ(std::vector<TokenId>(got.begin(), got.begin() + first_end),
             std::vector<TokenId>(expected.begin(), expected.begin() + first_end));
   // Without ignore_eos the same engine still stops at the end token.
-  auto stopped = run(**engine, {prompt, 10, greedy(), true}, &last);
+  auto stopped = run_to_end(**engine, {prompt, 10, greedy(), true}, &last);
   EXPECT_EQ(last.reason, FinishReason::kEnd);
   EXPECT_EQ(stopped.size(), static_cast<size_t>(first_end + 1));
 }
