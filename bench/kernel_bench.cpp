@@ -2,6 +2,11 @@
 // weight type and ISA this machine has: matrix-vector (n = 1, the decode shape) and matrix-matrix
 // (n = 64, prompt tiles), with the scalar reference backend's time for the same product as the
 // counter `x_vs_ref` (reference time / kernel time) and the weight bytes streamed per second.
+// The decode profile (docs/kernels.md): `matvec_l2` is a 256 KiB weight that stays in the core's
+// L2 (the kernel's arithmetic alone: compute-bound), `matvec_dram` walks 512 MiB of distinct
+// weights (memory-bound), with `of_read` its GB/s over a one-thread streaming read measured in
+// the same benchmark (bench/read_bandwidth.h): a kernel whose L2 rate is not well above that read
+// rate cannot reach the roofline.
 #include <benchmark/benchmark.h>
 
 #include <chrono>
@@ -13,6 +18,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "base/cpu_features.h"
 #include "gguf/quants.h"
+#include "read_bandwidth.h"
 
 namespace onebit {
 namespace {
@@ -28,14 +34,14 @@ struct Problem {
   std::vector<float> x;     // [n, kK]
 };
 
-Problem make_problem(GgmlType type, int64_t n) {
+Problem make_problem(GgmlType type, int64_t n, int64_t m = kM) {
   Problem p;
   std::mt19937 rng(1);
   std::normal_distribution<float> dist;
   const size_t rb = row_size(type, kK).value();
-  p.w.resize(rb * kM);
+  p.w.resize(rb * m);
   std::vector<float> row(kK);
-  for (int64_t r = 0; r < kM; ++r) {
+  for (int64_t r = 0; r < m; ++r) {
     for (float& v : row) v = dist(rng);
     quantize_row_reference(type, row.data(), p.w.data() + r * rb, kK);
   }
@@ -86,6 +92,56 @@ void bm_matmul(benchmark::State& state, CpuIsa isa, GgmlType type, int64_t n) {
   state.counters["GFLOP/s"] = 2.0 * kM * kK * n / per_call / 1e9;
 }
 
+// Decode in the core's L2: m rows making ~256 KiB of weights (a multiple of 16 rows, the panel
+// kernels' chunk), called over and over.
+void bm_matvec_l2(benchmark::State& state, CpuIsa isa, GgmlType type) {
+  const int64_t m = std::max<int64_t>(16, int64_t((256 << 10) / row_size(type, kK).value()) / 16 * 16);
+  Problem p = make_problem(type, 1, m);
+  auto be = make_cpu_backend(1, isa);
+  Tensor w = be->weight_from_host(type, m, kK, p.w).value();
+  Tensor x = be->alloc(GgmlType::kF32, 1, kK).value();
+  be->write(x, p.x.data());
+  Tensor out = be->alloc(GgmlType::kF32, 1, m).value();
+  double total = 0;
+  int64_t iters = 0;
+  for (auto _ : state) {
+    total += time_once(*be, w, x, out);
+    ++iters;
+  }
+  state.counters["weight_GB/s"] = double(p.w.size()) / (total / double(iters)) / 1e9;
+}
+
+// Decode from DRAM: distinct copies of one kM x kK weight, 512 MiB in all, each product reading
+// the next; the read bandwidth measured right before gives the roofline fraction.
+void bm_matvec_dram(benchmark::State& state, CpuIsa isa, GgmlType type) {
+  Problem p = make_problem(type, 1);
+  auto be = make_cpu_backend(1, isa);
+  // Distinct host copies too: a type without panels keeps the host bytes it was given.
+  const size_t copies = ((size_t(512) << 20) + p.w.size() - 1) / p.w.size();
+  std::vector<std::vector<uint8_t>> hosts;
+  hosts.reserve(copies);
+  std::vector<Tensor> ws;
+  for (size_t i = 0; i < copies; ++i) {
+    hosts.push_back(p.w);
+    ws.push_back(be->weight_from_host(type, kM, kK, hosts.back()).value());
+  }
+  Tensor x = be->alloc(GgmlType::kF32, 1, kK).value();
+  be->write(x, p.x.data());
+  Tensor out = be->alloc(GgmlType::kF32, 1, kM).value();
+  static ReadBandwidth read(size_t(512) << 20);
+  const double read_gbs = read.measure(1, 2);
+  double total = 0;
+  int64_t iters = 0;
+  for (auto _ : state) {
+    total += time_once(*be, ws[size_t(iters) % ws.size()], x, out);
+    ++iters;
+  }
+  const double gbs = double(p.w.size()) / (total / double(iters)) / 1e9;
+  state.counters["weight_GB/s"] = gbs;
+  state.counters["read_GB/s"] = read_gbs;
+  state.counters["of_read"] = gbs / read_gbs;
+}
+
 void register_all() {
   for (CpuIsa isa : {CpuIsa::kAvx2, CpuIsa::kAvxVnni, CpuIsa::kAvx512, CpuIsa::kAvx512Vnni}) {
     if (!cpu_isa_supported(isa)) continue;
@@ -97,6 +153,13 @@ void register_all() {
             ->Unit(benchmark::kMicrosecond)
             ->MinTime(0.2);
       }
+      const std::string suffix = std::string(ggml_type_name(uint32_t(type))) + "/" + std::string(cpu_isa_name(isa));
+      benchmark::RegisterBenchmark(("matvec_l2/" + suffix).c_str(), [=](benchmark::State& s) { bm_matvec_l2(s, isa, type); })
+          ->Unit(benchmark::kMicrosecond)
+          ->MinTime(0.2);
+      benchmark::RegisterBenchmark(("matvec_dram/" + suffix).c_str(), [=](benchmark::State& s) { bm_matvec_dram(s, isa, type); })
+          ->Unit(benchmark::kMicrosecond)
+          ->MinTime(0.5);
     }
   }
 }
