@@ -70,7 +70,7 @@ double run_case(CpuIsa isa, int n_threads, const TypeCase& tc, int64_t m, int64_
 TEST_P(CpuMatmulTest, EveryTypeAndShapeMatchesReference) {
   struct Shape { int64_t m, n, k_blocks, k_extra; };
   // k = k_blocks * block + k_extra (k_extra only for the float types, whose block is 1).
-  // m = 16, 40, 24: whole panels of 8 rows for the repacked types (Q4_0, Q8_0).
+  // m = 16, 40, 24: whole panels of 8 rows for the repacked types.
   const Shape shapes[] = {{1, 1, 1, 0},  {3, 1, 1, 7},  {17, 1, 3, 1},  {33, 2, 2, 15}, {5, 5, 1, 9},
                           {16, 4, 4, 0}, {40, 67, 2, 3}, {19, 130, 1, 1}, {24, 1, 5, 0}, {8, 6, 1, 0}};
   for (const TypeCase& tc : kTypes) {

@@ -21,7 +21,8 @@ std::vector<uint8_t> random_bytes(size_t n, uint32_t seed) {
 }
 
 TEST(CpuPanels, PackThenUnpackGivesEveryRowBack) {
-  for (GgmlType type : {GgmlType::kQ4_0, GgmlType::kQ8_0, GgmlType::kQ6_K}) {
+  for (GgmlType type : {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kQ8_0,
+                        GgmlType::kQ6_K}) {
     const int64_t k = type == GgmlType::kQ6_K ? 256 * 3 : 32 * 5;
     const size_t rb = row_size(type, k).value();
     const size_t stride = rb + 6;  // rows apart by more than their size
@@ -50,6 +51,32 @@ TEST(CpuPanels, Q4_0LayoutPutsFourCodesOfEachRowInOneLane) {
   for (int i = 0; i < 4; ++i) EXPECT_EQ(blk[16 + (2 * kPanelRows + 5) * 4 + i], row5_blk1[2 + 8 + i]);
   EXPECT_EQ(blk[2 * 5], row5_blk1[0]);  // row 5's scale
   EXPECT_EQ(blk[2 * 5 + 1], row5_blk1[1]);
+}
+
+// Q5_0's high bits follow its codes, spread as the codes are: byte i of a row's lane holds, in bit
+// 2c, the fifth bit of element 4c + i and, in bit 2c + 1, that of element 16 + 4c + i.
+TEST(CpuPanels, Q5_0HighBitsSitBesideTheirCodes) {
+  const int64_t k = 64;
+  const size_t rb = row_size(GgmlType::kQ5_0, k).value();
+  const std::vector<uint8_t> src = random_bytes(rb * kPanelRows, 5);
+  std::vector<uint8_t> panel(panel_bytes(GgmlType::kQ5_0, k));
+  ASSERT_EQ(panel.size(), rb * kPanelRows);
+  pack_panel(GgmlType::kQ5_0, src.data(), rb, k, panel.data());
+  for (int b = 0; b < 2; ++b) {
+    for (int r = 0; r < kPanelRows; ++r) {
+      const auto* blk = reinterpret_cast<const BlockQ5_0*>(src.data() + r * rb + b * sizeof(BlockQ5_0));
+      const uint32_t qh = uint32_t(blk->qh[0]) | uint32_t(blk->qh[1]) << 8 | uint32_t(blk->qh[2]) << 16 |
+                          uint32_t(blk->qh[3]) << 24;
+      const uint8_t* lane = panel.data() + b * 176 + 144 + 4 * r;
+      for (int c = 0; c < 4; ++c) {
+        for (int i = 0; i < 4; ++i) {
+          EXPECT_EQ((lane[i] >> (2 * c)) & 1, (qh >> (4 * c + i)) & 1) << "row " << r << " element " << 4 * c + i;
+          EXPECT_EQ((lane[i] >> (2 * c + 1)) & 1, (qh >> (16 + 4 * c + i)) & 1) << "row " << r;
+        }
+        EXPECT_EQ(std::memcmp(panel.data() + b * 176 + 16 + (c * kPanelRows + r) * 4, blk->qs + 4 * c, 4), 0);
+      }
+    }
+  }
 }
 
 // Q4_K and Q5_K keep their scales unpacked: each (sub-block, row) byte equals get_scale_min_k4's

@@ -349,6 +349,9 @@ DotTable make_table(CpuIsa isa) {
   set(GgmlType::kQ5_K, by_rows<KQ5_K>, ActFormat::kQ8K);
   set(GgmlType::kQ6_K, by_rows<KQ6_K>, ActFormat::kQ8K);
   t.panel_by_type[static_cast<uint32_t>(GgmlType::kQ4_0)] = by_rows<PQ4_0>;
+  t.panel_by_type[static_cast<uint32_t>(GgmlType::kQ4_1)] = by_rows<PQ4_1>;
+  t.panel_by_type[static_cast<uint32_t>(GgmlType::kQ5_0)] = by_rows<PQ5_0>;
+  t.panel_by_type[static_cast<uint32_t>(GgmlType::kQ5_1)] = by_rows<PQ5_1>;
   t.panel_by_type[static_cast<uint32_t>(GgmlType::kQ8_0)] = by_rows<PQ8_0>;
   t.panel_by_type[static_cast<uint32_t>(GgmlType::kQ4_K)] = by_rows<PQ4_K>;
   t.panel_by_type[static_cast<uint32_t>(GgmlType::kQ5_K)] = by_rows<PQ5_K>;

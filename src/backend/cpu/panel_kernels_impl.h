@@ -1,5 +1,6 @@
 // Panel kernels (panels.h): 8 weight rows at a time against 1..kMaxDotRows activation rows, for
-// Q4_0 and Q8_0 panels with Q8 activations and Q4_K, Q5_K and Q6_K panels with Q8_K activations.
+// Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 panels with Q8 activations and Q4_K, Q5_K and Q6_K panels with
+// Q8_K activations.
 // Included by dot_kernels_impl.h (compiled per SIMD target; needs its dot_u8s8 and half helpers).
 // No std:: code in here.
 //
@@ -34,45 +35,78 @@ inline __m256i bcast4(const int8_t* y) {
   return _mm256_set1_epi32(v);
 }
 
-template <int NX>
-inline void panel_finish_block(const uint8_t* blk, int64_t b, const void* act, size_t stride,
-                               const __m256i* p, float offset, __m256* acc) {
-  const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)));
-  for (int r = 0; r < NX; ++r) {
-    const ActQ8& a = act_q8(act, stride, r)[b];
-    const __m256 t = _mm256_fmsub_ps(_mm256_cvtepi32_ps(p[r]), _mm256_set1_ps(a.d), _mm256_set1_ps(offset * a.s));
-    acc[r] = _mm256_fmadd_ps(dw, t, acc[r]);
+// Bit `Bit` of every byte of hb moved to bit 4 (0x10 or 0): the fifth bit over a nibble (Q5_0,
+// Q5_1, Q5_K panels keep it in that byte, bit Bit, of the code's lane).
+template <int Bit>
+inline __m256i fifth_bit(__m256i hb) {
+  const __m256i m = _mm256_set1_epi8(0x10);
+  if constexpr (Bit <= 4) return _mm256_and_si256(_mm256_slli_epi16(hb, 4 - Bit), m);
+  return _mm256_and_si256(_mm256_srli_epi16(hb, Bit - 4), m);
+}
+
+// The 32-element panel types (panels.h): codes as unsigned bytes u, then per block and row
+//   dot = dw * (da * P - offset * s) [+ mw * s]   with s = da * sum(y)
+// offset 8 (Q4_0), 16 (Q5_0), 128 (Q8_0 + 128 with VNNI; 0 with AVX2's |w| against sign(y, w)),
+// 0 for the types with a min mw (Q4_1, Q5_1).
+enum class P32 { kQ4_0, kQ4_1, kQ5_0, kQ5_1, kQ8_0 };
+
+// Code group c of a nibble panel: 4 codes of each row from the low nibbles (elements 4c .. 4c+3)
+// and from the high ones (16 + 4c ..), with their fifth bits from hb for Q5_0 / Q5_1.
+template <bool kFive, int C>
+inline void nibble_codes(__m256i raw, __m256i hb, __m256i& lo, __m256i& hi) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  lo = _mm256_and_si256(raw, m4);
+  hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+  if constexpr (kFive) {
+    lo = _mm256_or_si256(lo, fifth_bit<2 * C>(hb));
+    hi = _mm256_or_si256(hi, fifth_bit<2 * C + 1>(hb));
   }
 }
 
-// Q4_0 (kQ4: nibbles, offset 8) and Q8_0 (codes + 128 with VNNI, offset 128; |w| against
-// sign(y, w) with AVX2, offset 0) panels: the same block walk, different code vectors.
-template <bool kQ4, int NX>
-void panel_q8_block(int64_t k, const void* panel, const void* act, size_t stride, float* out, size_t os) {
-  constexpr int64_t kBlock = kQ4 ? 8 * sizeof(BlockQ4_0) : 8 * sizeof(BlockQ8_0);  // d[8], then codes
-  constexpr float kOffset = kQ4 ? 8.0f : ONEBIT_DOT_VNNI ? 128.0f : 0.0f;
+template <P32 kType, int C, int NX, int Chains>
+inline void nibble_group(const uint8_t* codes, __m256i hb, int64_t b, const void* act, size_t stride,
+                         __m256i (&p)[Chains][NX]) {
+  constexpr bool kFive = kType == P32::kQ5_0 || kType == P32::kQ5_1;
+  __m256i lo, hi;
+  nibble_codes<kFive, C>(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + 32 * C)), hb, lo, hi);
+  for (int r = 0; r < NX; ++r) {
+    const int8_t* y = act_q8(act, stride, r)[b].qs;
+    __m256i& p_lo = p[(2 * C) % Chains][r];
+    p_lo = dot_u8s8(p_lo, lo, bcast4(y + 4 * C));
+    __m256i& p_hi = p[(2 * C + 1) % Chains][r];
+    p_hi = dot_u8s8(p_hi, hi, bcast4(y + 16 + 4 * C));
+  }
+}
+
+template <P32 kType, int NX>
+void panel_q32(int64_t k, const void* panel, const void* act, size_t stride, float* out, size_t os) {
+  constexpr bool kNib = kType != P32::kQ8_0;
+  constexpr bool kFive = kType == P32::kQ5_0 || kType == P32::kQ5_1;
+  constexpr bool kMin = kType == P32::kQ4_1 || kType == P32::kQ5_1;
+  constexpr int64_t kHead = kMin ? 32 : 16;  // d[8], m[8]
+  constexpr int64_t kCodes = kNib ? 128 : 256;
+  constexpr int64_t kBlock = kHead + kCodes + (kFive ? 32 : 0);
+  constexpr float kOffset = kType == P32::kQ4_0 ? 8.0f
+                            : kType == P32::kQ5_0 ? 16.0f
+                            : kType == P32::kQ8_0 ? (ONEBIT_DOT_VNNI ? 128.0f : 0.0f)
+                                                  : 0.0f;
   const uint8_t* blk = static_cast<const uint8_t*>(panel);
-  const __m256i m4 = _mm256_set1_epi8(0x0F);
   __m256 acc[NX];
   for (int r = 0; r < NX; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t b = 0; b < k / 32; ++b, blk += kBlock) {
     for (int l = 0; l < kBlock; l += 64) panel_prefetch(blk + l);
     constexpr int C = kChains<NX>;
     __m256i p[C][NX] = {};
-    for (int c = 0; c < (kQ4 ? 4 : 8); ++c) {
-      const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16 + 32 * c));
-      if constexpr (kQ4) {
-        // Low nibbles: elements 4c .. 4c+3 of each row; high nibbles: 16 + 4c .. 16 + 4c+3.
-        const __m256i lo = _mm256_and_si256(raw, m4);
-        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
-        for (int r = 0; r < NX; ++r) {
-          const int8_t* y = act_q8(act, stride, r)[b].qs;
-          __m256i& p_lo = p[(2 * c) % C][r];
-          p_lo = dot_u8s8(p_lo, lo, bcast4(y + 4 * c));
-          __m256i& p_hi = p[(2 * c + 1) % C][r];
-          p_hi = dot_u8s8(p_hi, hi, bcast4(y + 16 + 4 * c));
-        }
-      } else {
+    const uint8_t* codes = blk + kHead;
+    if constexpr (kNib) {
+      const __m256i hb = kFive ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + kCodes)) : __m256i{};
+      nibble_group<kType, 0, NX, C>(codes, hb, b, act, stride, p);
+      nibble_group<kType, 1, NX, C>(codes, hb, b, act, stride, p);
+      nibble_group<kType, 2, NX, C>(codes, hb, b, act, stride, p);
+      nibble_group<kType, 3, NX, C>(codes, hb, b, act, stride, p);
+    } else {
+      for (int c = 0; c < 8; ++c) {
+        const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + 32 * c));
 #if ONEBIT_DOT_VNNI
         const __m256i u = _mm256_xor_si256(raw, _mm256_set1_epi8(static_cast<char>(0x80)));  // code + 128
 #else
@@ -86,7 +120,16 @@ void panel_q8_block(int64_t k, const void* panel, const void* act, size_t stride
       }
     }
     fold_chains<C, NX>(p);
-    panel_finish_block<NX>(blk, b, act, stride, p[0], kOffset, acc);
+    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)));
+    for (int r = 0; r < NX; ++r) {
+      const ActQ8& a = act_q8(act, stride, r)[b];
+      const __m256 t = _mm256_fmsub_ps(_mm256_cvtepi32_ps(p[0][r]), _mm256_set1_ps(a.d), _mm256_set1_ps(kOffset * a.s));
+      acc[r] = _mm256_fmadd_ps(dw, t, acc[r]);
+      if constexpr (kMin) {
+        const __m256 mw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16)));
+        acc[r] = _mm256_fmadd_ps(mw, _mm256_set1_ps(a.s), acc[r]);
+      }
+    }
   }
   for (int r = 0; r < NX; ++r) _mm256_storeu_ps(out + r * os, acc[r]);
 }
@@ -96,14 +139,6 @@ void panel_q8_block(int64_t k, const void* panel, const void* act, size_t stride
 // sub-block's integer scale per row (vpmulld) into one int32 sum per row and super-block.
 inline __m256i bytes8_u(const uint8_t* p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
 inline __m256i bytes8_s(const uint8_t* p) { return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
-
-// Bit `Bit` of every byte of hb moved to bit 4 (0x10 or 0): Q5_K's fifth bit over a nibble.
-template <int Bit>
-inline __m256i fifth_bit(__m256i hb) {
-  const __m256i m = _mm256_set1_epi8(0x10);
-  if constexpr (Bit <= 4) return _mm256_and_si256(_mm256_slli_epi16(hb, 4 - Bit), m);
-  return _mm256_and_si256(_mm256_srli_epi16(hb, Bit - 4), m);
-}
 
 // Q4_K / Q5_K chunk C of super-block b against NX activation rows: each code load feeds
 // sub-blocks 2C (low nibbles) and 2C + 1 (high nibbles); adds their scaled sums and mins.
@@ -262,5 +297,11 @@ void panel_q6_k(int64_t k, const void* panel, const void* act, size_t stride, fl
 template <int NX> struct PQ4_K { static void run(int64_t k, const void* w, const void* a, size_t s, float* o, size_t os) { panel_q45_k<false, NX>(k, w, a, s, o, os); } };
 template <int NX> struct PQ5_K { static void run(int64_t k, const void* w, const void* a, size_t s, float* o, size_t os) { panel_q45_k<true, NX>(k, w, a, s, o, os); } };
 template <int NX> struct PQ6_K { static void run(int64_t k, const void* w, const void* a, size_t s, float* o, size_t os) { panel_q6_k<NX>(k, w, a, s, o, os); } };
-template <int NX> struct PQ4_0 { static void run(int64_t k, const void* w, const void* a, size_t s, float* o, size_t os) { panel_q8_block<true, NX>(k, w, a, s, o, os); } };
-template <int NX> struct PQ8_0 { static void run(int64_t k, const void* w, const void* a, size_t s, float* o, size_t os) { panel_q8_block<false, NX>(k, w, a, s, o, os); } };
+template <P32 kType> struct P32Panel {
+  template <int NX> struct K { static void run(int64_t k, const void* w, const void* a, size_t s, float* o, size_t os) { panel_q32<kType, NX>(k, w, a, s, o, os); } };
+};
+template <int NX> using PQ4_0 = P32Panel<P32::kQ4_0>::K<NX>;
+template <int NX> using PQ4_1 = P32Panel<P32::kQ4_1>::K<NX>;
+template <int NX> using PQ5_0 = P32Panel<P32::kQ5_0>::K<NX>;
+template <int NX> using PQ5_1 = P32Panel<P32::kQ5_1>::K<NX>;
+template <int NX> using PQ8_0 = P32Panel<P32::kQ8_0>::K<NX>;
