@@ -329,8 +329,11 @@ void CpuBackend::matmul(const Tensor& w, const Tensor& x, const Tensor& out) {
   }
   // Prompt: tiles of kTileRows weight rows x kTileCols activation rows; consecutive tiles share
   // weight rows, so each weight byte comes from DRAM about once while activations stay in cache.
+  // Handed out as decode's chunks are, ~8 grabs per thread: one tile per grab made the threads
+  // contend for the job's counter (a verification step of 2-4 tokens took 1.8x one token's time).
   const int64_t n_rb = (m + kTileRows - 1) / kTileRows, n_cb = (n + kTileCols - 1) / kTileCols;
-  pool_.parallel_for(Parallel::kDynamic, n_rb * n_cb, [&](int64_t b, int64_t e, int) {
+  const int64_t n_tiles = n_rb * n_cb;
+  pool_.parallel_for(Parallel::kDynamic, n_tiles, [&](int64_t b, int64_t e, int) {
     for (int64_t tile = b; tile < e; ++tile) {
       const int64_t r0 = (tile / n_cb) * kTileRows, c0 = (tile % n_cb) * kTileCols;
       const int64_t r1 = std::min(m, r0 + kTileRows), c1 = std::min(n, c0 + kTileCols);
@@ -339,7 +342,7 @@ void CpuBackend::matmul(const Tensor& w, const Tensor& x, const Tensor& out) {
         run_rows(r0, r1, static_cast<const uint8_t*>(act) + c * act_stride, n_x, out0 + c * os);
       }
     }
-  }, /*chunk=*/1);
+  }, /*chunk=*/std::max<int64_t>(1, n_tiles / (8 * pool_.n_threads())));
 }
 
 // Float softmax, then the top_k by a partial sort (descending p, lower index first on ties).
