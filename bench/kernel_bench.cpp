@@ -2,6 +2,7 @@
 // weight type and ISA this machine has: matrix-vector (n = 1, the decode shape) and matrix-matrix
 // (n = 64, prompt tiles), with the scalar reference backend's time for the same product as the
 // counter `x_vs_ref` (reference time / kernel time) and the weight bytes streamed per second.
+// Where the CPU has AMX, `matmul64/<type>/avx512_vnni+amx` times the AMX tiles (cpu/amx.h).
 // The decode profile (docs/kernels.md): `matvec_l2` is a 256 KiB weight that stays in the core's
 // L2 (the kernel's arithmetic alone: compute-bound), `matvec_dram` walks 512 MiB of distinct
 // weights (memory-bound), with `of_read` its GB/s over a one-thread streaming read measured in
@@ -15,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/amx.h"
 #include "backend/cpu/cpu_backend.h"
 #include "base/cpu_features.h"
 #include "gguf/quants.h"
@@ -73,9 +75,9 @@ double reference_seconds(GgmlType type, int64_t n) {
   return cache[key] = best;
 }
 
-void bm_matmul(benchmark::State& state, CpuIsa isa, GgmlType type, int64_t n) {
+void bm_matmul(benchmark::State& state, CpuIsa isa, GgmlType type, int64_t n, bool amx = false) {
   Problem p = make_problem(type, n);
-  auto be = make_cpu_backend(1, isa);
+  auto be = amx ? make_cpu_backend(1, isa, true, true) : make_cpu_backend(1, isa);
   Tensor w = be->weight_from_host(type, kM, kK, p.w).value();
   Tensor x = be->alloc(GgmlType::kF32, n, kK).value();
   be->write(x, p.x.data());
@@ -143,6 +145,16 @@ void bm_matvec_dram(benchmark::State& state, CpuIsa isa, GgmlType type) {
 }
 
 void register_all() {
+  // AMX tiles (cpu/amx.h) for the prompt shape, where the CPU has them.
+  if (cpu::amx_ready()) {
+    for (GgmlType type : kTypes) {
+      if (!cpu::amx_supports(type)) continue;
+      const std::string name = std::string("matmul64/") + ggml_type_name(uint32_t(type)) + "/avx512_vnni+amx";
+      benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) { bm_matmul(s, CpuIsa::kAvx512Vnni, type, 64, true); })
+          ->Unit(benchmark::kMicrosecond)
+          ->MinTime(0.2);
+    }
+  }
   for (CpuIsa isa : {CpuIsa::kAvx2, CpuIsa::kAvxVnni, CpuIsa::kAvx512, CpuIsa::kAvx512Vnni}) {
     if (!cpu_isa_supported(isa)) continue;
     for (GgmlType type : kTypes) {

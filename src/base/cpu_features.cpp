@@ -1,4 +1,4 @@
-// CPUID leaves 1 and 7 (subleaves 0 and 1) and XGETBV, as the Intel SDM vol. 2A describes them.
+// CPUID leaves 1 and 7 (subleaves 0 and 1) and XGETBV, as the Intel SDM vol. 2A describes them (AMX: vol. 1, ch. 18).
 #include "base/cpu_features.h"
 
 #include <cpuid.h>
@@ -38,6 +38,7 @@ CpuFeatures detect() {
   f.avx512bw = f.avx512f && bit(b, 30);
   f.avx512vl = f.avx512f && bit(b, 31);
   f.avx512vnni = f.avx512f && bit(c, 11);
+  f.amx_int8 = bit(d, 24) && bit(d, 25) && ((xcr0 >> 17) & 3) == 3;  // AMX-TILE, AMX-INT8; XTILECFG, XTILEDATA
   __cpuid_count(7, 1, a, b, c, d);
   f.avx_vnni = f.avx2 && bit(a, 4);
   f.avx512bf16 = f.avx512f && bit(a, 5);

@@ -18,6 +18,8 @@ struct CpuFeatures {
   bool avx512vnni = false;
   bool avx512bf16 = false;
   bool avx_vnni = false;  // the VEX (256-bit) encoding of VPDPBUSD, Alder Lake / Sapphire Rapids
+  bool amx_int8 = false;  // AMX-TILE and AMX-INT8 with the tile state saved by the OS (XCR0 bits 17-18);
+                          // Linux still has to grant the process the tile data (backend/cpu/amx.h)
 };
 
 // The machine's features (cached after the first call).

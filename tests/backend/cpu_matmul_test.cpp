@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "cpu_test_util.h"
+#include "backend/cpu/amx.h"
 #include "backend/cpu/panels.h"
 #include "gguf/quants.h"
 
@@ -34,8 +35,8 @@ class CpuMatmulTest : public ::testing::TestWithParam<CpuIsa> {};
 // Runs out = x * w^T on the CPU backend (n_threads) and on the reference, returns the nmse; also
 // checks the output's guard region. `misalign` shifts the weight bytes (by 2x) and activation rows.
 double run_case(CpuIsa isa, int n_threads, const TypeCase& tc, int64_t m, int64_t n, int64_t k,
-                int misalign, uint32_t seed, bool panels = true) {
-  auto cpu = make_cpu_backend(n_threads, isa, panels);
+                int misalign, uint32_t seed, bool panels = true, bool amx = false) {
+  auto cpu = make_cpu_backend(n_threads, isa, panels, amx);
   auto ref = make_reference_backend();
   const std::vector<float> wf = random_floats(size_t(m * k), seed);
   const size_t row_bytes = row_size(tc.type, k).value();
@@ -157,6 +158,32 @@ TEST_P(CpuMatmulTest, EmptyShapesDoNothing) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Isa, CpuMatmulTest, ::testing::ValuesIn(supported_isas()), isa_param_name);
+
+// AMX tiles (prompt products of the 32-element panel types, 16 rows or more) against the
+// reference, and against the panel kernels on the same activation codes, whose error they must
+// equal up to float summation order. Weight tiles of one panel (m = 8, 24), activation row counts
+// that are not a multiple of 16, misaligned activation rows, several threads.
+TEST(CpuAmx, PromptTilesMatchReferenceAndPanelKernels) {
+  if (!cpu::amx_ready()) {
+    GTEST_SKIP() << "no AMX-INT8 here (or Linux refused this process the tile state): the AMX path "
+                    "runs on Sapphire Rapids and later Xeons";
+  }
+  for (const TypeCase& tc : kTypes) {
+    if (!cpu::amx_supports(tc.type)) continue;
+    for (int64_t m : {8, 24, 304}) {
+      for (int64_t n : {16, 17, 100}) {
+        for (int64_t k : {32, 2048}) {
+          const uint32_t seed = uint32_t(m * 7 + n * 13 + k);
+          const double amx = run_case(CpuIsa::kAvx512Vnni, 3, tc, m, n, k, 1, seed, true, true);
+          const double panels = run_case(CpuIsa::kAvx512Vnni, 3, tc, m, n, k, 1, seed, true, false);
+          EXPECT_LE(amx, tc.max_nmse) << ggml_type_name(uint32_t(tc.type)) << " m=" << m << " n=" << n << " k=" << k;
+          EXPECT_NEAR(amx, panels, 1e-3 * panels + 1e-12)
+              << ggml_type_name(uint32_t(tc.type)) << " m=" << m << " n=" << n << " k=" << k;
+        }
+      }
+    }
+  }
+}
 
 }  // namespace
 }  // namespace onebit

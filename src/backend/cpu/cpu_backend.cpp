@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "backend/cpu/amx.h"
 #include "backend/cpu/cpu_kernels.h"
 #include "backend/cpu/panels.h"
 #include "backend/cpu/recurrent.h"
@@ -40,14 +41,15 @@ constexpr int64_t kTileCols = 64;
 
 class CpuBackend final : public HostBackend {
  public:
-  CpuBackend(int n_threads, CpuIsa isa, bool panels)
+  CpuBackend(int n_threads, CpuIsa isa, bool panels, bool amx)
       : HostBackend("cpu backend"), pool_(n_threads), table_(&cpu::dot_table(isa)),
-        name_("cpu-" + std::string(cpu_isa_name(isa))), panels_(panels), scratch_(pool_.n_threads()) {}
+        name_("cpu-" + std::string(cpu_isa_name(isa)) + (amx ? "+amx" : "")), panels_(panels), amx_(amx),
+        scratch_(pool_.n_threads()) {}
 
   std::string_view name() const override { return name_; }
   bool rotates_inputs() const override { return true; }
 
-  // Aliases the bytes; Q4_0 / Q8_0 / Q4_K / Q5_K / Q6_K weights of whole panels also get a repacked copy.
+  // Aliases the bytes; weights of the panel types in whole panels also get a repacked copy.
   Result<Tensor> weight_from_host(GgmlType type, int64_t n_rows, int64_t n_cols,
                                   std::span<const uint8_t> bytes) override {
     Result<Tensor> t = HostBackend::weight_from_host(type, n_rows, n_cols, bytes);
@@ -208,7 +210,8 @@ class CpuBackend final : public HostBackend {
   ThreadPool pool_;
   const cpu::DotTable* table_;
   std::string name_;
-  bool panels_;                       // repack Q4_0 / Q8_0 / Q4_K / Q5_K / Q6_K weights into panels
+  bool panels_;                       // repack the panel types' weights (panels.h)
+  bool amx_;                          // prompt products of the 32-element panel types on AMX tiles
   std::vector<Scratch> scratch_;      // [n_threads]
   std::vector<uint8_t> act_;          // [n, row bytes of the activation format]
   // paged_attention: the pool rows of each sequence's keys (up to the furthest position asked for
@@ -275,7 +278,9 @@ void CpuBackend::matmul(const Tensor& w, const Tensor& x, const Tensor& out) {
     const int64_t block = q8 ? kQK8_0 : kQK_K;
     ONEBIT_CHECK(k % block == 0);
     act_stride = size_t(k / block) * (q8 ? sizeof(ActQ8) : sizeof(BlockQ8_K));
-    if (act_.size() < act_stride * n) act_.resize(act_stride * n);
+    // Rows up to a multiple of 16 stay readable: an AMX tile loads 16 activation rows.
+    const size_t act_rows = size_t((n + cpu::kAmxRows - 1) / cpu::kAmxRows * cpu::kAmxRows);
+    if (act_.size() < act_stride * act_rows) act_.resize(act_stride * act_rows);
     uint8_t* dst = act_.data();
     const auto quantize_rows = [&](int64_t b, int64_t e, std::vector<float>& tmp) {
       for (int64_t r = b; r < e; ++r) {
@@ -318,6 +323,23 @@ void CpuBackend::matmul(const Tensor& w, const Tensor& x, const Tensor& out) {
   auto run_rows = [&](int64_t r0, int64_t r1, const void* a, int n_x, float* o) {
     for (int64_t row = r0; row < r1; row += g) fn(k, w0 + (row / g) * ws, a, act_stride, n_x, o + row, os);
   };
+  if (amx_ && panel && n >= cpu::kAmxRows && cpu::amx_supports(w.type)) {
+    // Prompt on AMX: weight tiles of two panels (16 rows), each unpacked once and met by every
+    // group of 16 activation rows (amx.h).
+    const int64_t n_tiles = (m / g + 1) / 2;
+    const size_t scratch_floats = (cpu::amx_scratch_bytes(w.type, k) + sizeof(float) - 1) / sizeof(float);
+    pool_.parallel_for(Parallel::kDynamic, n_tiles, [&](int64_t b, int64_t e, int t) {
+      std::vector<float>& scratch = scratch_[t].a;
+      if (scratch.size() < scratch_floats) scratch.resize(scratch_floats);
+      for (int64_t tile = b; tile < e; ++tile) {
+        const int64_t row = tile * cpu::kAmxRows;
+        const uint8_t* p1 = row + g < m ? w0 + (row / g + 1) * ws : nullptr;
+        cpu::amx_panel_tile(w.type, k, w0 + (row / g) * ws, p1, act, act_stride, n, out0 + row, os,
+                            reinterpret_cast<uint8_t*>(scratch.data()));
+      }
+    }, /*chunk=*/1);
+    return;
+  }
   if (n == 1) {
     // Decode: stream the weight rows once, split across threads in chunks (dynamic, so a thread
     // slowed by a neighbour on a shared machine does not hold the step).
@@ -682,8 +704,16 @@ std::unique_ptr<Backend> make_cpu_backend(int n_threads, CpuIsa isa) {
 }
 
 std::unique_ptr<Backend> make_cpu_backend(int n_threads, CpuIsa isa, bool panels) {
+  const char* env = std::getenv("ONEBIT_AMX");
+  const bool amx = env != nullptr && std::string_view(env) == "1";  // opt-in until verified on AMX hardware
+  return make_cpu_backend(n_threads, isa, panels, amx && panels && isa == CpuIsa::kAvx512Vnni && cpu::amx_ready());
+}
+
+std::unique_ptr<Backend> make_cpu_backend(int n_threads, CpuIsa isa, bool panels, bool amx) {
   ONEBIT_CHECK_MSG(cpu_isa_supported(isa), "make_cpu_backend: ISA not supported by this CPU");
-  return std::make_unique<CpuBackend>(n_threads, isa, panels);
+  ONEBIT_CHECK_MSG(!amx || (panels && isa == CpuIsa::kAvx512Vnni && cpu::amx_ready()),
+                   "make_cpu_backend: AMX needs panels, the avx512_vnni kernels and cpu::amx_ready()");
+  return std::make_unique<CpuBackend>(n_threads, isa, panels, amx);
 }
 
 }  // namespace onebit

@@ -13,9 +13,13 @@ namespace onebit {
 // with the kernels of cpu_isa() (the best this CPU has, or $ONEBIT_ISA).
 std::unique_ptr<Backend> make_cpu_backend(int n_threads);
 // The same with the kernels of `isa` forced (tests, benchmarks); CHECKs cpu_isa_supported(isa).
-// Q4_0, Q8_0, Q4_K, Q5_K and Q6_K weights are repacked into panels (cpu/panels.h) unless $ONEBIT_CPU_PANELS is 0.
+// Weights of the panel types are repacked into panels (cpu/panels.h) unless $ONEBIT_CPU_PANELS is 0.
 std::unique_ptr<Backend> make_cpu_backend(int n_threads, CpuIsa isa);
 // The same with panel repacking chosen explicitly (tests and benchmarks compare both layouts).
+// Prompt products run on AMX tiles (cpu/amx.h) when $ONEBIT_AMX is 1, the ISA is avx512_vnni and
+// cpu::amx_ready().
 std::unique_ptr<Backend> make_cpu_backend(int n_threads, CpuIsa isa, bool panels);
+// The same with AMX chosen explicitly; CHECKs that it can run (panels, avx512_vnni, amx_ready()).
+std::unique_ptr<Backend> make_cpu_backend(int n_threads, CpuIsa isa, bool panels, bool amx);
 
 }  // namespace onebit
