@@ -72,13 +72,12 @@ struct alignas(64) TileConfig {
 };
 static_assert(sizeof(TileConfig) == 64);
 
-// The tile configuration is per thread; loaded once on each thread that runs a tile.
+// The tile configuration is per thread: loaded at the start of each weight tile and released at
+// its end, so a thread outside a prompt product holds no tile state (decode after an AMX prompt
+// measured 5-10% slower on one thread while the state stayed configured).
 void configure_tiles() {
-  thread_local bool configured = false;
-  if (configured) return;
   static const TileConfig kConfig;
   _tile_loadconfig(&kConfig);
-  configured = true;
 }
 
 // Bit `bit` of every byte moved to bit 4: the fifth bit of a Q5 code (panels.h's spread layout).
@@ -165,6 +164,7 @@ void amx_panel_tile(GgmlType type, int64_t k, const uint8_t* p0, const uint8_t* 
     const __mmask16 cols = n_cols == 16 ? __mmask16(0xFFFF) : __mmask16(0x00FF);
     for (int r = 0; r < kAmxRows && r0 + r < n; ++r) _mm512_mask_storeu_ps(out + (r0 + r) * os, cols, acc[r]);
   }
+  _tile_release();
 }
 
 }  // namespace onebit::cpu

@@ -705,7 +705,7 @@ std::unique_ptr<Backend> make_cpu_backend(int n_threads, CpuIsa isa) {
 
 std::unique_ptr<Backend> make_cpu_backend(int n_threads, CpuIsa isa, bool panels) {
   const char* env = std::getenv("ONEBIT_AMX");
-  const bool amx = env != nullptr && std::string_view(env) == "1";  // opt-in until verified on AMX hardware
+  const bool amx = env == nullptr || std::string_view(env) != "0";
   return make_cpu_backend(n_threads, isa, panels, amx && panels && isa == CpuIsa::kAvx512Vnni && cpu::amx_ready());
 }
 

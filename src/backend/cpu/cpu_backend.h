@@ -16,8 +16,8 @@ std::unique_ptr<Backend> make_cpu_backend(int n_threads);
 // Weights of the panel types are repacked into panels (cpu/panels.h) unless $ONEBIT_CPU_PANELS is 0.
 std::unique_ptr<Backend> make_cpu_backend(int n_threads, CpuIsa isa);
 // The same with panel repacking chosen explicitly (tests and benchmarks compare both layouts).
-// Prompt products run on AMX tiles (cpu/amx.h) when $ONEBIT_AMX is 1, the ISA is avx512_vnni and
-// cpu::amx_ready().
+// Prompt products run on AMX tiles (cpu/amx.h) when the ISA is avx512_vnni and cpu::amx_ready(),
+// unless $ONEBIT_AMX is 0.
 std::unique_ptr<Backend> make_cpu_backend(int n_threads, CpuIsa isa, bool panels);
 // The same with AMX chosen explicitly; CHECKs that it can run (panels, avx512_vnni, amx_ready()).
 std::unique_ptr<Backend> make_cpu_backend(int n_threads, CpuIsa isa, bool panels, bool amx);
