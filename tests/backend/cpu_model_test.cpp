@@ -104,7 +104,7 @@ TEST(CpuModel, GoldenTinyModelsMatchReference) {
     // kept f32) and the CPU's Q8 activations stay near the reference on the same weights (the
     // random tiny hybrids, zero-centred norms of scale ~2, amplify the rounding: measured 2.5e-3 to
     // 1.8e-2, bounded at 5e-2).
-    QuantizeOptions q{o.out_path, o.out_path + ".q8_0", *parse_quant_target("q8_0"), 2, {}};
+    QuantizeOptions q{o.out_path, o.out_path + ".q8_0", *parse_quant_target("q8_0"), 2, 0, {}};
     ASSERT_TRUE(quantize_model(q).ok()) << entry.path();
     auto fq = GgufFile::open(q.out_path).value();
     const std::string name = entry.path().filename().string();

@@ -160,7 +160,9 @@ TEST_P(CpuOpsTest, MoeMatmulPanelTypes) {
         Tensor out = be == cpu.get() ? guarded(*be, n * top_k, m) : be->alloc(GgmlType::kF32, n * top_k, m).value();
         be->moe_matmul(be->weight_from_host(type, n_exp * m, k, bytes).value(), n_exp, upload(*be, n, k, x), idt, out);
         (be == cpu.get() ? got : want) = download(*be, out);
-        if (be == cpu.get()) EXPECT_TRUE(guard_intact(*be, out));
+        if (be == cpu.get()) {
+          EXPECT_TRUE(guard_intact(*be, out));
+        }
       }
       EXPECT_LE(nmse(got, want), 5e-4) << ggml_type_name(uint32_t(type)) << " n=" << n;  // Q8 activations
     }
