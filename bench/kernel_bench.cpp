@@ -11,6 +11,7 @@
 #include <benchmark/benchmark.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <map>
 #include <random>
 #include <string>
@@ -77,7 +78,10 @@ double reference_seconds(GgmlType type, int64_t n) {
 
 void bm_matmul(benchmark::State& state, CpuIsa isa, GgmlType type, int64_t n, bool amx = false) {
   Problem p = make_problem(type, n);
-  auto be = amx ? make_cpu_backend(1, isa, true, true) : make_cpu_backend(1, isa);
+  // The panel rows without AMX even where it would be on by default (the AMX rows are their own).
+  const char* panels_env = std::getenv("ONEBIT_CPU_PANELS");
+  const bool panels = panels_env == nullptr || std::string(panels_env) != "0";
+  auto be = make_cpu_backend(1, isa, panels, amx);
   Tensor w = be->weight_from_host(type, kM, kK, p.w).value();
   Tensor x = be->alloc(GgmlType::kF32, n, kK).value();
   be->write(x, p.x.data());
