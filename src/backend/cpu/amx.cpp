@@ -16,6 +16,7 @@
 #include <cstring>
 
 #include "backend/cpu/cpu_kernels.h"
+#include "backend/cpu/panels.h"
 #include "base/cpu_features.h"
 
 #include <immintrin.h>
@@ -128,8 +129,7 @@ void amx_panel_tile(GgmlType type, int64_t k, const uint8_t* p0, const uint8_t* 
   configure_tiles();
   const int64_t n_blocks = k / 32;
   const bool min = has_min(type);
-  const size_t panel_block = size_t(min ? 32 : 16) + (type == GgmlType::kQ8_0 ? 256 : 128) +
-                             (type == GgmlType::kQ5_0 || type == GgmlType::kQ5_1 ? 32 : 0);
+  const size_t panel_block = panel_bytes(type, 32);
   // Scratch: B tiles [n_blocks][512], weight scales [n_blocks][16], mins [n_blocks][16], C [16][16].
   uint8_t* b_tiles = scratch;
   float* dw = reinterpret_cast<float*>(scratch + n_blocks * kBBytes);
