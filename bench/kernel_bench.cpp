@@ -61,6 +61,15 @@ double time_once(Backend& be, const Tensor& w, const Tensor& x, const Tensor& ou
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// Mean seconds of call(i) over the benchmark's iterations (i: the iteration's index).
+template <class Call>
+double mean_seconds(benchmark::State& state, Call&& call) {
+  double total = 0;
+  int64_t iters = 0;
+  for (auto _ : state) total += call(iters++);
+  return total / double(iters);
+}
+
 double reference_seconds(GgmlType type, int64_t n) {
   static std::map<std::pair<int, int64_t>, double> cache;
   const auto key = std::make_pair(int(type), n);
@@ -86,13 +95,7 @@ void bm_matmul(benchmark::State& state, CpuIsa isa, GgmlType type, int64_t n, bo
   Tensor x = be->alloc(GgmlType::kF32, n, kK).value();
   be->write(x, p.x.data());
   Tensor out = be->alloc(GgmlType::kF32, n, kM).value();
-  double total = 0;
-  int64_t iters = 0;
-  for (auto _ : state) {
-    total += time_once(*be, w, x, out);
-    ++iters;
-  }
-  const double per_call = total / double(iters);
+  const double per_call = mean_seconds(state, [&](int64_t) { return time_once(*be, w, x, out); });
   state.counters["x_vs_ref"] = reference_seconds(type, n) / per_call;
   state.counters["weight_GB/s"] = double(p.w.size()) / per_call / 1e9;
   state.counters["GFLOP/s"] = 2.0 * kM * kK * n / per_call / 1e9;
@@ -108,13 +111,8 @@ void bm_matvec_l2(benchmark::State& state, CpuIsa isa, GgmlType type) {
   Tensor x = be->alloc(GgmlType::kF32, 1, kK).value();
   be->write(x, p.x.data());
   Tensor out = be->alloc(GgmlType::kF32, 1, m).value();
-  double total = 0;
-  int64_t iters = 0;
-  for (auto _ : state) {
-    total += time_once(*be, w, x, out);
-    ++iters;
-  }
-  state.counters["weight_GB/s"] = double(p.w.size()) / (total / double(iters)) / 1e9;
+  state.counters["weight_GB/s"] =
+      double(p.w.size()) / mean_seconds(state, [&](int64_t) { return time_once(*be, w, x, out); }) / 1e9;
 }
 
 // Decode from DRAM: distinct copies of one kM x kK weight, 512 MiB in all, each product reading
@@ -136,13 +134,8 @@ void bm_matvec_dram(benchmark::State& state, CpuIsa isa, GgmlType type) {
   Tensor out = be->alloc(GgmlType::kF32, 1, kM).value();
   static ReadBandwidth read(size_t(512) << 20);
   const double read_gbs = read.measure(1, 2);
-  double total = 0;
-  int64_t iters = 0;
-  for (auto _ : state) {
-    total += time_once(*be, ws[size_t(iters) % ws.size()], x, out);
-    ++iters;
-  }
-  const double gbs = double(p.w.size()) / (total / double(iters)) / 1e9;
+  const double gbs =
+      double(p.w.size()) / mean_seconds(state, [&](int64_t i) { return time_once(*be, ws[size_t(i) % ws.size()], x, out); }) / 1e9;
   state.counters["weight_GB/s"] = gbs;
   state.counters["read_GB/s"] = read_gbs;
   state.counters["of_read"] = gbs / read_gbs;

@@ -703,15 +703,20 @@ std::unique_ptr<Backend> make_cpu_backend(int n_threads, CpuIsa isa) {
   return make_cpu_backend(n_threads, isa, env == nullptr || std::string_view(env) != "0");
 }
 
+namespace {
+// The AMX path reads panels and shares the avx512_vnni target's activation formats.
+bool amx_can_run(CpuIsa isa, bool panels) { return panels && isa == CpuIsa::kAvx512Vnni && cpu::amx_ready(); }
+}  // namespace
+
 std::unique_ptr<Backend> make_cpu_backend(int n_threads, CpuIsa isa, bool panels) {
   const char* env = std::getenv("ONEBIT_AMX");
   const bool amx = env == nullptr || std::string_view(env) != "0";
-  return make_cpu_backend(n_threads, isa, panels, amx && panels && isa == CpuIsa::kAvx512Vnni && cpu::amx_ready());
+  return make_cpu_backend(n_threads, isa, panels, amx && amx_can_run(isa, panels));
 }
 
 std::unique_ptr<Backend> make_cpu_backend(int n_threads, CpuIsa isa, bool panels, bool amx) {
   ONEBIT_CHECK_MSG(cpu_isa_supported(isa), "make_cpu_backend: ISA not supported by this CPU");
-  ONEBIT_CHECK_MSG(!amx || (panels && isa == CpuIsa::kAvx512Vnni && cpu::amx_ready()),
+  ONEBIT_CHECK_MSG(!amx || amx_can_run(isa, panels),
                    "make_cpu_backend: AMX needs panels, the avx512_vnni kernels and cpu::amx_ready()");
   return std::make_unique<CpuBackend>(n_threads, isa, panels, amx);
 }
