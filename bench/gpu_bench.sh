@@ -15,7 +15,8 @@
 # adds decode rows per model (no pp) with ONEBIT_CUDA_GRAPHS=0 (op by op launches), with
 # ONEBIT_CUDA_DP4A=1 ("dp4a": the panels' integer path for Q4_0 / Q8_0 / Q4_K) and with
 # ONEBIT_CUDA_GRAPHS=0 ONEBIT_CUDA_PANELS=0 (also the row kernels: the backend before issue 17's
-# decode work), measured in the same run.
+# decode work), and "nomma" prompt rows (pp512, tg16) with ONEBIT_CUDA_MMA=0 (float tiles instead
+# of tensor cores), measured in the same run.
 set -euo pipefail
 build=${1:?usage: bench/gpu_bench.sh BUILD_DIR [WORK_DIR] [REPS]}
 work=${2:-/tmp/onebit-gpu-bench}
@@ -66,9 +67,12 @@ for m in $models; do
         nographs) env=(ONEBIT_CUDA_GRAPHS=0) ;;
         dp4a) [ "$t" = F16 ] && continue; env=(ONEBIT_CUDA_DP4A=1) ;;
         baseline) env=(ONEBIT_CUDA_GRAPHS=0 ONEBIT_CUDA_PANELS=0) ;;
+        nomma) env=(ONEBIT_CUDA_MMA=0) ;;
         *) echo "unknown comparison $v" >&2; exit 2 ;;
       esac
-      env "${env[@]}" "$build/bin/e2e_bench" "$f" --device cuda --pp 0 --tg 128 --reps "$reps" \
+      pp=0 tg=128
+      [ "$v" = nomma ] && pp=512 tg=16
+      env "${env[@]}" "$build/bin/e2e_bench" "$f" --device cuda --pp $pp --tg $tg --reps "$reps" \
         | sed "s|$work/||; s|\.gguf |.gguf ($v) |"
     done
   done

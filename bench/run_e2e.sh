@@ -4,7 +4,8 @@
 # Usage: bench/run_e2e.sh BUILD_DIR [WORK_DIR] [REPS] [LLAMA_CPP_BUILD_DIR]
 #   THREADS="1 2" (default; "1 2 4 8 16" on a 16-core host) and TYPES="Q4_0 Q8_0 Q4_K_M Q5_K_M"
 #   (default) choose the rows; a type ending in -H32 is that type Hadamard-rotated (--hadamard 32;
-#   no llama.cpp row: llama.cpp does not rotate activations).
+#   no llama.cpp row: llama.cpp does not rotate activations). ONEBIT_VOCAB names the vocabulary
+#   GGUF where ../shared is absent (default ../shared/testdata/vocab/ggml-vocab-llama-spm.gguf).
 # Makes the model (F16, then each type) once, then prints one table row per type and thread count:
 # pp512 and tg128 tok/s (best / median of REPS), weight GB per token, measured read bandwidth
 # (GB/s), the decode roofline (tok/s) and decode as a fraction of it (best / median). With a
@@ -19,7 +20,7 @@ llama=${4:-}
 threads_list=${THREADS:-1 2}
 types=${TYPES:-Q4_0 Q8_0 Q4_K_M Q5_K_M}
 here=$(cd "$(dirname "$0")" && pwd)
-vocab=$here/../../shared/testdata/vocab/ggml-vocab-llama-spm.gguf
+vocab=${ONEBIT_VOCAB:-$here/../../shared/testdata/vocab/ggml-vocab-llama-spm.gguf}
 if [ -n "$llama" ] && [ ! -x "$llama/bin/llama-bench" ]; then
   echo "run_e2e: $llama/bin/llama-bench not found; give llama.cpp's build directory" >&2
   exit 2

@@ -1,15 +1,15 @@
 // The CUDA backend: device buffers, one non-blocking stream, and our own kernels for every op.
-// Weights stay in their GGUF block layout on the device and are dequantized on the fly:
-// deq<T>(row, e) decodes element e of a row exactly as gguf/quants.cpp does (the same float
-// operations, each rounded alone: __fmul_rn / __fadd_rn, so no fused multiply-add changes a bit).
+// Weights stay in their GGUF block layout on the device and are dequantized on the fly
+// (dequant.cuh: deq<T>(row, e) as gguf/quants.cpp decodes it, bit for bit).
 // Matrix-vector (n == 1): on the weight's panel copy (F16 / Q4_0 / Q8_0 / Q4_K / Q6_K, made at
 // upload; panel_matvec_kernel below), else 8 warps per block, each warp a weight row at a time
 // (lane l takes element 32c + l of every 32-element chunk c), the activation row in shared
 // memory. Ops are recorded and run at synchronize(), a repeated step from a CUDA graph (the
 // backend's "deferred steps" section). 2 <= n <= 8
 // (decode batches, speculative verification): the same, each weight element used for every
-// activation row. n > 8: 64 x 64 output tiles, 32-wide k steps dequantized into shared memory,
-// 4 x 4 outputs per thread.
+// activation row. n > 8: tensor cores (mma_matmul.cuh: fp16 tiles, fp32 sums) for every weight
+// type but F32 / BF16, which take 64 x 64 float tiles (32-wide k steps dequantized into shared
+// memory, 4 x 4 outputs per thread).
 // Attention: one block of 8 warps per (query row, head), each warp an online softmax over every
 // 8th key, merged at the end. RoPE angles in double in the kernel, as RopeAngles computes them.
 // Mixture of experts: the router a warp per token (float softmax, top-k by repeated argmax);
@@ -33,10 +33,14 @@
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/dequant.cuh"
+#include "backend/cuda/mma_matmul.cuh"
 #include "base/check.h"
 
 namespace onebit {
 namespace {
+
+using namespace cuda_detail;
 
 #define CUDA_OK(expr)                                                                          \
   do {                                                                                         \
@@ -50,11 +54,6 @@ namespace {
 
 // Error bits the kernels set in the device flag (reported at synchronize).
 constexpr int kErrIds = 1, kErrSlots = 2, kErrBlockTable = 4, kErrSeq = 8, kErrExperts = 16, kErrStates = 32;
-
-constexpr int kF32 = int(GgmlType::kF32), kF16 = int(GgmlType::kF16), kBF16 = int(GgmlType::kBF16),
-              kQ4_0 = int(GgmlType::kQ4_0), kQ4_1 = int(GgmlType::kQ4_1), kQ5_0 = int(GgmlType::kQ5_0),
-              kQ5_1 = int(GgmlType::kQ5_1), kQ8_0 = int(GgmlType::kQ8_0), kQ4_K = int(GgmlType::kQ4_K),
-              kQ5_K = int(GgmlType::kQ5_K), kQ6_K = int(GgmlType::kQ6_K);
 
 bool cuda_supports(GgmlType t) {
   switch (t) {
@@ -89,93 +88,6 @@ bool cuda_supports(GgmlType t) {
     default:                                                                        \
       ONEBIT_CHECK_MSG(false, "cuda backend: weight type not supported");           \
   }
-
-// ---- dequantization of one element ----
-
-__device__ __forceinline__ float h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
-__device__ __forceinline__ uint16_t ld_u16(const uint8_t* p) { return *reinterpret_cast<const uint16_t*>(p); }
-
-__device__ __forceinline__ void scale_min_k4(int j, const uint8_t* q, int* sc, int* m) {
-  if (j < 4) {
-    *sc = q[j] & 63;
-    *m = q[j + 4] & 63;
-  } else {
-    *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-    *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-  }
-}
-
-// Element e of a row of type T (all block offsets are even, so 16-bit fields are aligned).
-template <int T>
-__device__ __forceinline__ float deq(const uint8_t* __restrict__ row, int64_t e) {
-  if constexpr (T == kF32) {
-    return reinterpret_cast<const float*>(row)[e];
-  } else if constexpr (T == kF16) {
-    return h2f(reinterpret_cast<const uint16_t*>(row)[e]);
-  } else if constexpr (T == kBF16) {
-    return __uint_as_float(uint32_t(reinterpret_cast<const uint16_t*>(row)[e]) << 16);
-  } else if constexpr (T == kQ8_0) {
-    const uint8_t* b = row + 34 * (e >> 5);
-    return __fmul_rn(float(int8_t(b[2 + (e & 31)])), h2f(ld_u16(b)));
-  } else if constexpr (T == kQ4_0) {
-    const uint8_t* b = row + 18 * (e >> 5);
-    const int l = int(e & 31);
-    const int byte = b[2 + (l & 15)];
-    const int q = l < 16 ? (byte & 15) : (byte >> 4);
-    return __fmul_rn(float(q - 8), h2f(ld_u16(b)));
-  } else if constexpr (T == kQ4_1) {
-    const uint8_t* b = row + 20 * (e >> 5);
-    const int l = int(e & 31);
-    const int byte = b[4 + (l & 15)];
-    const int q = l < 16 ? (byte & 15) : (byte >> 4);
-    return __fadd_rn(__fmul_rn(float(q), h2f(ld_u16(b))), h2f(ld_u16(b + 2)));
-  } else if constexpr (T == kQ5_0) {
-    const uint8_t* b = row + 22 * (e >> 5);
-    const int l = int(e & 31);
-    const int byte = b[6 + (l & 15)];
-    const int hb = (b[2 + (l >> 3)] >> (l & 7)) & 1;
-    const int q = (l < 16 ? (byte & 15) : (byte >> 4)) | (hb << 4);
-    return __fmul_rn(float(q - 16), h2f(ld_u16(b)));
-  } else if constexpr (T == kQ5_1) {
-    const uint8_t* b = row + 24 * (e >> 5);
-    const int l = int(e & 31);
-    const int byte = b[8 + (l & 15)];
-    const int hb = (b[4 + (l >> 3)] >> (l & 7)) & 1;
-    const int q = (l < 16 ? (byte & 15) : (byte >> 4)) | (hb << 4);
-    return __fadd_rn(__fmul_rn(float(q), h2f(ld_u16(b))), h2f(ld_u16(b + 2)));
-  } else if constexpr (T == kQ4_K) {
-    const uint8_t* b = row + 144 * (e >> 8);
-    const int j = int(e >> 5) & 7, l = int(e & 31);
-    const int byte = b[16 + 32 * (j >> 1) + l];
-    const int q = (j & 1) ? (byte >> 4) : (byte & 15);
-    int sc, m;
-    scale_min_k4(j, b + 4, &sc, &m);
-    const float d1 = __fmul_rn(h2f(ld_u16(b)), float(sc)), m1 = __fmul_rn(h2f(ld_u16(b + 2)), float(m));
-    return __fsub_rn(__fmul_rn(d1, float(q)), m1);
-  } else if constexpr (T == kQ5_K) {
-    const uint8_t* b = row + 176 * (e >> 8);
-    const int j = int(e >> 5) & 7, l = int(e & 31);
-    const int byte = b[48 + 32 * (j >> 1) + l];
-    const int q = ((j & 1) ? (byte >> 4) : (byte & 15)) + (((b[16 + l] >> j) & 1) << 4);
-    int sc, m;
-    scale_min_k4(j, b + 4, &sc, &m);
-    const float d1 = __fmul_rn(h2f(ld_u16(b)), float(sc)), m1 = __fmul_rn(h2f(ld_u16(b + 2)), float(m));
-    return __fsub_rn(__fmul_rn(d1, float(q)), m1);
-  } else if constexpr (T == kQ6_K) {
-    const uint8_t* b = row + 210 * (e >> 8);
-    const int t = int(e >> 5) & 7, l = int(e & 31);
-    const int h = t >> 2, s = t & 3;
-    const int lowbyte = b[64 * h + l + 32 * (s & 1)];
-    const int low = s < 2 ? (lowbyte & 15) : (lowbyte >> 4);
-    const int hi = (b[128 + 32 * h + l] >> (2 * s)) & 3;
-    const int q = (low | (hi << 4)) - 32;
-    const int sc = int8_t(b[192 + 8 * h + l / 16 + 2 * s]);
-    return __fmul_rn(__fmul_rn(h2f(ld_u16(b + 208)), float(sc)), float(q));
-  } else {
-    static_assert(T < 0, "unsupported type");
-    return 0.f;
-  }
-}
 
 // ---- kernels ----
 
@@ -1864,6 +1776,14 @@ class CudaBackend final : public Backend {
       CUDA_LAUNCHED();
       return;
     }
+    if (mma_ && mma_matmul_applies(int(w.type), n)) {
+      const dim3 grid(blocks_for(m, kMmaM), blocks_for(n, kMmaN));
+      const bool x_vec = reinterpret_cast<uintptr_t>(xp) % 16 == 0 && fstride(x) % 4 == 0 && k % 16 == 0;
+      ONEBIT_CUDA_TYPE_SWITCH(w.type, matmul_mma_kernel<T><<<grid, kMmaThreads, 0, stream_>>>(
+          dptr(w), w.row_stride_bytes, xp, fstride(x), op, fstride(out), m, n, k, x_vec));
+      CUDA_LAUNCHED();
+      return;
+    }
     const dim3 grid(blocks_for(m, kTileM), blocks_for(n, kTileN));
     ONEBIT_CUDA_TYPE_SWITCH(w.type, matmul_tiled_kernel<T><<<grid, 256, 0, stream_>>>(
         dptr(w), w.row_stride_bytes, xp, fstride(x), op, fstride(out), m, n, k));
@@ -2396,6 +2316,12 @@ class CudaBackend final : public Backend {
   // for comparisons: decode then runs on the row kernels).
   bool panels_ = [] {
     const char* e = std::getenv("ONEBIT_CUDA_PANELS");
+    return e == nullptr || std::string(e) != "0";
+  }();
+  // Prompt-sized products on tensor cores (mma_matmul.cuh; ONEBIT_CUDA_MMA=0 keeps the float
+  // tiles, for comparisons).
+  bool mma_ = [] {
+    const char* e = std::getenv("ONEBIT_CUDA_MMA");
     return e == nullptr || std::string(e) != "0";
   }();
   bool multi_smem_set_[32] = {};  // matvec_multi_kernel<type> allowed more than 48 KiB of shared memory
