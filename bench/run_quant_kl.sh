@@ -18,7 +18,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 config=$here/quant-kl-1024.config.json
 vocab=$here/../../shared/testdata/vocab/ggml-vocab-llama-spm.gguf
 text=${KL_TEXT:-$here/../../shared/testdata/text/war-and-peace.txt}
-types=${KL_TYPES:-"F16 BF16 Q8_0 Q6_K Q5_K_M Q5_K Q5_1 Q5_0 Q4_K_M Q4_K Q4_1 Q4_0 Q4_0-H32"}  # -H32: --hadamard 32
+types=${KL_TYPES:-"F16 BF16 Q8_0 Q6_K Q5_K_M Q5_K Q5_1 Q5_0 Q4_K_M Q4_K Q4_1 Q4_0 Q4_0-H32 Q4_0-H32-W4A4"}  # -H32: --hadamard 32
 mkdir -p "$work"
 if [ -n "$hf" ]; then
   if [ ! -f "$work/F32.gguf" ] || [ "$hf/model.safetensors" -nt "$work/F32.gguf" ]; then
@@ -30,9 +30,20 @@ elif [ ! -f "$work/F32.gguf" ] || [ "$config" -nt "$work/F32.gguf" ]; then
   "$build/bin/1bit" convert --random "$config" --tokenizer "$vocab" --type f32 --seed "$seed" "$work/F32.gguf"
 fi
 quants=()
+w4a4=()  # a type ending in -W4A4: the rotated file, its prompts on the 4-bit grid (ONEBIT_W4A4=1)
 for t in $types; do
-  [ -f "$work/$t.gguf" ] || "$build/bin/1bit" quantize "$work/F32.gguf" "$work/$t.gguf" "${t%-H32}" \
-    $([ "${t%-H32}" != "$t" ] && echo --hadamard 32) >/dev/null
-  quants+=("$work/$t.gguf")
+  q=${t%-W4A4}
+  [ -f "$work/$q.gguf" ] || "$build/bin/1bit" quantize "$work/F32.gguf" "$work/$q.gguf" "${q%-H32}" \
+    $([ "${q%-H32}" != "$q" ] && echo --hadamard 32) >/dev/null
+  if [ "$q" != "$t" ]; then
+    cp "$work/$q.gguf" "$work/$t.gguf"
+    w4a4+=("$work/$t.gguf")
+  else
+    quants+=("$work/$t.gguf")
+  fi
 done
 "$build/bin/quant_kl" "$work/F32.gguf" "${quants[@]}" --text "$text" --tokens "$tokens" --threads "$threads"
+if [ ${#w4a4[@]} -gt 0 ]; then
+  ONEBIT_W4A4=1 "$build/bin/quant_kl" "$work/F32.gguf" "${w4a4[@]}" --text "$text" --tokens "$tokens" \
+    --threads "$threads" | grep '^| Q'
+fi

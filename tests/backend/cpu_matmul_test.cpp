@@ -7,6 +7,7 @@
 #include "cpu_test_util.h"
 #include "backend/cpu/amx.h"
 #include "backend/cpu/panels.h"
+#include "backend/hadamard.h"
 #include "gguf/quants.h"
 
 namespace onebit {
@@ -183,6 +184,63 @@ TEST(CpuAmx, PromptTilesMatchReferenceAndPanelKernels) {
       }
     }
   }
+}
+
+
+// W4A4 (ONEBIT_W4A4=1): a Hadamard-rotated Q4_0 product of 16 or more rows takes its activations
+// rotated and rounded to the 4-bit grid (per 32: q = round(x * 7 / max|x|) in -7..7), so it must
+// equal the reference product of the Q4_0 weight and x rotated and rounded that way (float
+// rounding only), on every ISA and with AMX where present; 15 rows (and a plain, unrotated weight)
+// keep the Q8 activations, far from that grid.
+TEST(CpuW4A4, RotatedQ4_0PromptsUseTheFourBitGrid) {
+  const int64_t m = 40, k = 256;
+  const auto wf = random_floats(size_t(m * k), 61);
+  std::vector<uint8_t> wq(size_t(row_size(GgmlType::kQ4_0, k).value() * m));
+  for (int64_t r = 0; r < m; ++r)
+    quantize_row_reference(GgmlType::kQ4_0, wf.data() + r * k, wq.data() + r * row_size(GgmlType::kQ4_0, k).value(), k);
+  std::vector<float> wd(size_t(m * k));  // the weight as its Q4_0 values
+  for (int64_t r = 0; r < m; ++r)
+    dequantize_row(GgmlType::kQ4_0, wq.data() + r * row_size(GgmlType::kQ4_0, k).value(), wd.data() + r * k, k);
+  setenv("ONEBIT_W4A4", "1", 1);
+  for (int64_t n : {15, 16, 40}) {
+    const auto x = random_floats(size_t(n * k), 62);
+    std::vector<float> xg(x);  // rotated, then on the 4-bit grid
+    for (int64_t r = 0; r < n; ++r) {
+      float* row = xg.data() + r * k;
+      hadamard_rotate(row, k, 32);
+      for (int64_t b = 0; b < k; b += 32) {
+        float amax = 0;
+        for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(row[b + i]));
+        const float inv = amax != 0 ? 7.0f / amax : 0.0f, d = amax / 7.0f;
+        for (int i = 0; i < 32; ++i) row[b + i] = std::nearbyint(row[b + i] * inv) * d;
+      }
+    }
+    std::vector<float> want(size_t(n * m));
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t j = 0; j < m; ++j) {
+        double acc = 0;
+        for (int64_t i = 0; i < k; ++i) acc += double(xg[r * k + i]) * wd[j * k + i];
+        want[r * m + j] = float(acc);
+      }
+    for (CpuIsa isa : supported_isas()) {
+      for (bool amx : {false, true}) {
+        if (amx && !(isa == CpuIsa::kAvx512Vnni && cpu::amx_ready())) continue;
+        auto cpu = make_cpu_backend(2, isa, true, amx);
+        Tensor w = cpu->weight_from_host(GgmlType::kQ4_0, m, k, wq).value();
+        w.in_rotation = 32;
+        Tensor out = cpu->alloc(GgmlType::kF32, n, m).value();
+        cpu->matmul(w, upload(*cpu, n, k, x), out);
+        const double e = nmse(download(*cpu, out), want);
+        const std::string what = std::string(cpu_isa_name(isa)) + (amx ? "+amx" : "") + " n=" + std::to_string(n);
+        if (n >= 16) {
+          EXPECT_LE(e, 1e-10) << what;
+        } else {
+          EXPECT_GE(e, 1e-4) << what << ": 15 rows must keep Q8 activations";
+        }
+      }
+    }
+  }
+  unsetenv("ONEBIT_W4A4");
 }
 
 }  // namespace

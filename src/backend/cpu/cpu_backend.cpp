@@ -212,6 +212,14 @@ class CpuBackend final : public HostBackend {
   std::string name_;
   bool panels_;                       // repack the panel types' weights (panels.h)
   bool amx_;                          // prompt products of the 32-element panel types on AMX tiles
+  // Activations of rotated Q4_0 prompt products (>= kW4A4Rows rows) on a 4-bit grid, when
+  // ONEBIT_W4A4=1: the accuracy of W4A4 measured, not its speed (docs/engine.md: no x86
+  // instruction multiplies int4 faster than int8, so it runs at W4A8's speed). Off by default.
+  static constexpr int64_t kW4A4Rows = 16;
+  bool w4a4_ = [] {
+    const char* e = std::getenv("ONEBIT_W4A4");
+    return e != nullptr && std::string_view(e) == "1";
+  }();
   std::vector<Scratch> scratch_;      // [n_threads]
   std::vector<uint8_t> act_;          // [n, row bytes of the activation format]
   // paged_attention: the pool rows of each sequence's keys (up to the furthest position asked for
@@ -275,6 +283,8 @@ void CpuBackend::matmul(const Tensor& w, const Tensor& x, const Tensor& out) {
   size_t act_stride = x.row_stride_bytes;
   if (kern.act != ActFormat::kF32) {
     const bool q8 = kern.act == ActFormat::kQ8;
+    // W4A4 (ONEBIT_W4A4=1): prompt rows of a Hadamard-rotated Q4_0 weight on the 4-bit grid.
+    const bool w4a4 = w4a4_ && rot > 0 && w.type == GgmlType::kQ4_0 && n >= kW4A4Rows;
     const int64_t block = q8 ? kQK8_0 : kQK_K;
     ONEBIT_CHECK(k % block == 0);
     act_stride = size_t(k / block) * (q8 ? sizeof(ActQ8) : sizeof(BlockQ8_K));
@@ -290,7 +300,9 @@ void CpuBackend::matmul(const Tensor& w, const Tensor& x, const Tensor& out) {
           rotate_row(tmp.data(), k, rot);
           src = tmp.data();
         }
-        if (q8) {
+        if (w4a4) {
+          cpu::quantize_act_q4(src, reinterpret_cast<ActQ8*>(dst + r * act_stride), k);
+        } else if (q8) {
           cpu::quantize_act_q8(src, reinterpret_cast<ActQ8*>(dst + r * act_stride), k);
         } else {
           cpu::quantize_act_q8k(src, reinterpret_cast<BlockQ8_K*>(dst + r * act_stride), k);

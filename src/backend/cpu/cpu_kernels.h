@@ -59,6 +59,9 @@ const DotTable& dot_table(CpuIsa isa);
 // Quantizes x[k] (k % 32 == 0) to k / 32 ActQ8 blocks; optionally scaled by rms * w[k] first
 // (w may be null) so rms_norm fuses into the quantization.
 void quantize_act_q8(const float* x, ActQ8* y, int64_t k);
+// The same on a 4-bit grid (W4A4 prompts of Hadamard-rotated Q4_0 weights): qs in -7..7,
+// d = max|x| / 7, held in the int8 lanes every Q8 kernel reads, so the products are int4 x int4.
+void quantize_act_q4(const float* x, ActQ8* y, int64_t k);
 // Quantizes x[k] (k % 256 == 0) to k / 256 BlockQ8_K blocks (symmetric, d = max|x| / 127).
 void quantize_act_q8k(const float* x, BlockQ8_K* y, int64_t k);
 // sum(x[i]^2) in float lanes, double across lanes.

@@ -214,16 +214,22 @@ void weighted_sum_heads_any(const float* p, int n_heads, int64_t p_stride, const
 
 }  // namespace
 
-void quantize_act_q8(const float* x, ActQ8* y, int64_t k) {
+namespace {
+// ActQ8 blocks with codes in -levels..levels (127: Q8; 7: the 4-bit grid).
+void quantize_act_symmetric(const float* x, ActQ8* y, int64_t k, float levels) {
   for (int64_t b = 0; b < k / kQK8_0; ++b) {
     const float* xb = x + b * kQK8_0;
     const float amax = abs_max(xb, kQK8_0);
-    const float d = amax / 127.0f;
-    const int32_t sum = round_pack32(xb, amax != 0.0f ? 127.0f / amax : 0.0f, y[b].qs);
+    const float d = amax / levels;
+    const int32_t sum = round_pack32(xb, amax != 0.0f ? levels / amax : 0.0f, y[b].qs);
     y[b].d = d;
     y[b].s = d * float(sum);
   }
 }
+}  // namespace
+
+void quantize_act_q8(const float* x, ActQ8* y, int64_t k) { quantize_act_symmetric(x, y, k, 127.0f); }
+void quantize_act_q4(const float* x, ActQ8* y, int64_t k) { quantize_act_symmetric(x, y, k, 7.0f); }
 
 void quantize_act_q8k(const float* x, BlockQ8_K* y, int64_t k) {
   for (int64_t b = 0; b < k / kQK_K; ++b) {
