@@ -5,8 +5,8 @@
 # when it is set (else to the build dir).
 #   bench/gpu.sh [--bench] [BUILD_DIR]      (default build-gpu)
 # --bench also builds e2e_bench and cuda_matvec_bench, makes the benchmark models while the tests
-# and cuda_matvec_bench run, then prints the decode matrix-vector table and the CUDA benchmark
-# table (bench/gpu_bench.sh: models in $ONEBIT_BENCH_WORK, default /tmp/onebit-gpu-bench; REPS from
+# and cuda_matvec_bench run, then prints the decode matrix-vector table, the prompt-sized product
+# table (tensor cores against float tiles) and the CUDA benchmark table with its concurrency rows (bench/gpu_bench.sh: models in $ONEBIT_BENCH_WORK, default /tmp/onebit-gpu-bench; REPS from
 # $ONEBIT_BENCH_REPS, default 3; comparison rows from $ONEBIT_BENCH_COMPARE) after the test
 # summary; the exit code is still the tests'.
 # Where pkg-config finds no cpp-httplib, a carried prefix in $ONEBIT_DEPS (default .cudahelper/deps,
@@ -72,6 +72,8 @@ echo "cuda_model:  $(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$LOGS/cuda_model.lo
 if [ $BENCH = 1 ]; then
   echo "=== decode matrix-vector (cuda_matvec_bench) ==="
   "$BUILD/bin/cuda_matvec_bench" --reps 10 | tee "$LOGS/matvec.md"
+  echo "=== prompt-sized products, tensor cores against float tiles (cuda_matvec_bench --rows 512) ==="
+  "$BUILD/bin/cuda_matvec_bench" --rows 512 --reps 3 --n 3 | tee "$LOGS/mma.md"
   wait $models_pid || { tail -20 "$LOGS/bench_models.log"; echo "SUMMARY: making the benchmark models FAILED"; }
   echo "=== CUDA benchmark (bench/gpu_bench.sh) ==="
   bash bench/gpu_bench.sh "$BUILD" "${ONEBIT_BENCH_WORK:-/tmp/onebit-gpu-bench}" "${ONEBIT_BENCH_REPS:-3}" \

@@ -16,7 +16,8 @@
 # ONEBIT_CUDA_DP4A=1 ("dp4a": the panels' integer path for Q4_0 / Q8_0 / Q4_K) and with
 # ONEBIT_CUDA_GRAPHS=0 ONEBIT_CUDA_PANELS=0 (also the row kernels: the backend before issue 17's
 # decode work), and "nomma" prompt rows (pp512, tg16) with ONEBIT_CUDA_MMA=0 (float tiles instead
-# of tensor cores), measured in the same run.
+# of tensor cores), measured in the same run. Last, the concurrency rows of each model's Q4_0 file
+# (ONEBIT_BENCH_CONCURRENCY, default 1,4,16,64,256; "" skips them).
 set -euo pipefail
 build=${1:?usage: bench/gpu_bench.sh BUILD_DIR [WORK_DIR] [REPS]}
 work=${2:-/tmp/onebit-gpu-bench}
@@ -77,3 +78,21 @@ for m in $models; do
     done
   done
 done
+
+# Total tok/s of concurrent streams (issue 17): `1bit bench --only concurrency` against a CUDA server
+# of each model's Q4_0 file (when made), 64 tokens per request. ONEBIT_BENCH_CONCURRENCY picks the
+# levels ("" skips it); the server gets --parallel of the largest level and --ctx-size 512.
+levels=${ONEBIT_BENCH_CONCURRENCY-1,4,16,64,256}
+if [ -n "$levels" ]; then
+  most=$(echo "$levels" | tr ',' '\n' | sort -n | tail -1)
+  for m in $models; do
+    f=$work/$m-Q4_0.gguf
+    [ -f "$f" ] || continue
+    log "1bit bench concurrency $m"
+    echo
+    echo "Concurrent streams, $m-Q4_0 (total tok/s, best / median of 2 runs per level):"
+    "$build/bin/1bit" bench -m "$f" --config "cuda=--device cuda --parallel $most --ctx-size 512" \
+      --only concurrency --concurrency "$levels" --concurrency-runs 2 --concurrency-tokens 64 \
+      -o "$work/bench-$m" >&2 && grep -E '^\| (metric|total tok/s|TTFT|---)' "$work/bench-$m/bench.md"
+  done
+fi
