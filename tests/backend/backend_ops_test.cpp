@@ -25,7 +25,6 @@
 #include <numeric>
 #include <random>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "backend/backend_factory.h"
@@ -152,25 +151,27 @@ TEST_P(BackendOpsTest, MatmulEveryTypeOddShapes) {
                                     : blk == 32 ? std::vector<int64_t>{96, 416}
                                                 : std::vector<int64_t>{256, 768};
     // m = 259 with n = 200: several output tiles both ways on CUDA's tensor cores, partial at the end.
-    for (auto [k, m, n] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
-             {ks[0], 67, 1}, {ks[0], 67, 3}, {ks[0], 67, 17}, {ks[0], 67, 64}, {ks[1], 67, 1}, {ks[1], 67, 3},
-             {ks[1], 67, 17}, {ks[1], 67, 64}, {ks[1], 259, 200}}) {
+    struct Shape {
+      int64_t k, m, n;
+    };
+    for (const Shape& sh : {Shape{ks[0], 67, 1}, Shape{ks[0], 67, 3}, Shape{ks[0], 67, 17}, Shape{ks[0], 67, 64},
+                            Shape{ks[1], 67, 1}, Shape{ks[1], 67, 3}, Shape{ks[1], 67, 17}, Shape{ks[1], 67, 64},
+                            Shape{ks[1], 259, 200}}) {
+      const int64_t k = sh.k, m = sh.m, n = sh.n;
       const auto bytes = quantized(type, m, k, 7);
-      {
-        const double budget = matmul_budget(bname(), type, n);
-        const auto x = random_floats(size_t(n * k), 8);
-        for (bool weight_view : {false, true}) {
-          const int64_t mm = weight_view ? m - 3 : m;
-          check(std::string("matmul ") + ggml_type_name(uint32_t(type)) + " m=" + std::to_string(mm) +
-                    " k=" + std::to_string(k) + " n=" + std::to_string(n) + (weight_view ? " (weight rows 2..)" : ""),
-                n, mm,
-                [&](Backend& b, const Tensor& o) {
-                  Tensor w = b.weight_from_host(type, m, k, bytes).value();
-                  if (weight_view) w = w.rows(2, m - 3);
-                  b.matmul(w, input_view(b, n, k, x), o);
-                },
-                budget);
-        }
+      const double budget = matmul_budget(bname(), type, n);
+      const auto x = random_floats(size_t(n * k), 8);
+      for (bool weight_view : {false, true}) {
+        const int64_t mm = weight_view ? m - 3 : m;
+        check(std::string("matmul ") + ggml_type_name(uint32_t(type)) + " m=" + std::to_string(mm) +
+                  " k=" + std::to_string(k) + " n=" + std::to_string(n) + (weight_view ? " (weight rows 2..)" : ""),
+              n, mm,
+              [&](Backend& b, const Tensor& o) {
+                Tensor w = b.weight_from_host(type, m, k, bytes).value();
+                if (weight_view) w = w.rows(2, m - 3);
+                b.matmul(w, input_view(b, n, k, x), o);
+              },
+              budget);
       }
     }
   }
