@@ -186,12 +186,11 @@ TEST(CpuAmx, PromptTilesMatchReferenceAndPanelKernels) {
   }
 }
 
-
 // W4A4 (ONEBIT_W4A4=1): a Hadamard-rotated Q4_0 product of 16 or more rows takes its activations
 // rotated and rounded to the 4-bit grid (per 32: q = round(x * 7 / max|x|) in -7..7), so it must
 // equal the reference product of the Q4_0 weight and x rotated and rounded that way (float
-// rounding only), on every ISA and with AMX where present; 15 rows (and a plain, unrotated weight)
-// keep the Q8 activations, far from that grid.
+// rounding only), on every ISA and with AMX where present; 15 rows keep the Q8 activations, far
+// from that grid.
 TEST(CpuW4A4, RotatedQ4_0PromptsUseTheFourBitGrid) {
   const int64_t m = 40, k = 256;
   const auto wf = random_floats(size_t(m * k), 61);
