@@ -35,15 +35,17 @@ void ThreadPool::work(uint32_t generation, int thread_idx) {
   const Thunk fn = fn_.load(std::memory_order_acquire);
   void* ctx = ctx_.load(std::memory_order_acquire);
   uint64_t c = claim_.load(std::memory_order_acquire);
+  int64_t done = 0;  // counted once at the end: one write to the shared line per thread and job
   for (;;) {
     // A claim tagged with another generation means these fields may be another job's: stop.
-    if ((c >> 32) != generation || int64_t(c & kIndexMask) >= n) return;
+    if ((c >> 32) != generation || int64_t(c & kIndexMask) >= n) break;
     if (!claim_.compare_exchange_weak(c, c + uint64_t(chunk), std::memory_order_acq_rel)) continue;
     const int64_t begin = int64_t(c & kIndexMask), end = std::min(n, begin + chunk);
     fn(ctx, begin, end, thread_idx);
-    n_items_done_.fetch_add(end - begin, std::memory_order_acq_rel);
+    done += end - begin;
     c = claim_.load(std::memory_order_acquire);
   }
+  if (done > 0) n_items_done_.fetch_add(done, std::memory_order_acq_rel);
 }
 
 void ThreadPool::worker_main(int thread_idx) {
