@@ -155,8 +155,8 @@ void register_all() {
   for (CpuIsa isa : {CpuIsa::kAvx2, CpuIsa::kAvxVnni, CpuIsa::kAvx512, CpuIsa::kAvx512Vnni}) {
     if (!cpu_isa_supported(isa)) continue;
     for (GgmlType type : kTypes) {
-      for (int64_t n : {1, 64}) {
-        const std::string name = std::string(n == 1 ? "matvec/" : "matmul64/") +
+      for (int64_t n : {1, 4, 8, 64}) {  // decode, verification steps / small batches, prompts
+        const std::string name = (n == 1 ? std::string("matvec/") : "matmul" + std::to_string(n) + "/") +
                                  ggml_type_name(uint32_t(type)) + "/" + std::string(cpu_isa_name(isa));
         benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) { bm_matmul(s, isa, type, n); })
             ->Unit(benchmark::kMicrosecond)

@@ -16,9 +16,9 @@
 namespace onebit {
 namespace {
 
-// Greedy token of a logits row and its softmax probability.
-std::pair<TokenId, float> argmax_prob(const float* row, int32_t vocab) {
-  const TopToken t = top_token(std::span<const float>(row, size_t(vocab)));
+// Greedy token of a logits row and its softmax probability (1 when p_min <= 0: top_token).
+std::pair<TokenId, float> argmax_prob(const float* row, int32_t vocab, float p_min) {
+  const TopToken t = top_token(std::span<const float>(row, size_t(vocab)), p_min);
   return {t.id, t.p};
 }
 
@@ -102,7 +102,7 @@ class MtpDrafter final : public Drafter {
       SeqState* st = nullptr;
       advance(seqs_, runs[s], st);
       st->state.assign(out_.begin() + s * hd, out_.begin() + (s + 1) * hd);
-      std::tie(st->draft1, st->p1) = argmax_prob(logits_.data() + s * head_->vocab_size(), head_->vocab_size());
+      std::tie(st->draft1, st->p1) = argmax_prob(logits_.data() + s * head_->vocab_size(), head_->vocab_size(), p_min_);
     }
   }
 
@@ -146,7 +146,7 @@ class MtpDrafter final : public Drafter {
       if (prev_.size() < active_.size()) prev_.resize(active_.size());
       for (size_t s = 0; s < active_.size(); ++s) {
         const DraftAsk& a = asks[active_[s].ask];
-        auto [tok, p] = argmax_prob(logits_.data() + s * vocab, vocab);
+        auto [tok, p] = argmax_prob(logits_.data() + s * vocab, vocab, p_min_);
         if (p < p_min_) continue;
         a.out->push_back(tok);
         if (int32_t(a.out->size()) >= a.max) continue;
@@ -284,7 +284,7 @@ class DflashDrafter final : public Drafter {
       bool stop = false;
       for (int32_t j = 0; j < n; ++j, ++row) {
         if (stop) continue;
-        auto [tok, p] = argmax_prob(logits_.data() + row * vocab, vocab);
+        auto [tok, p] = argmax_prob(logits_.data() + row * vocab, vocab, p_min_);
         stop = p < p_min_;
         if (!stop) a.out->push_back(tok);
       }

@@ -9,14 +9,16 @@
 
 namespace onebit {
 
-TopToken top_token(std::span<const float> logits) {
+TopToken top_token(std::span<const float> logits, float p_min) {
   TopToken t;
   if (logits.empty()) return t;
   size_t best = 0;
   for (size_t i = 1; i < logits.size(); ++i) best = logits[i] > logits[best] ? i : best;
+  t.id = static_cast<TokenId>(best);
+  t.p = 1.0f;
+  if (p_min <= 0.0f) return t;  // 7 x 8,192 exps took 0.9 ms of a 4 ms DFlash step of onebit-20m
   double sum = 0.0;
   for (float x : logits) sum += std::exp(double(x) - double(logits[best]));
-  t.id = static_cast<TokenId>(best);
   t.p = static_cast<float>(1.0 / sum);
   return t;
 }
@@ -110,7 +112,7 @@ class DraftModelDrafter final : public Drafter {
       int32_t row = 0;
       for (Chain& c : live_) {
         if (c.done) continue;
-        const TopToken t = top_token(std::span<const float>(logits_).subspan(size_t(row++) * vocab, vocab));
+        const TopToken t = top_token(std::span<const float>(logits_).subspan(size_t(row++) * vocab, vocab), p_min_);
         if (t.p < p_min_) {
           c.done = true;
           continue;

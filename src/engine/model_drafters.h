@@ -19,11 +19,12 @@ Result<std::shared_ptr<Drafter>> make_draft_model_drafter(const GgufFile& target
                                                           const GgufFile& draft_file, std::unique_ptr<Model> draft,
                                                           float p_min);
 
-// Greedy pick from a row of logits: the argmax and its softmax probability.
+// Greedy pick from a row of logits: the argmax and its softmax probability, which costs an exp per
+// vocabulary entry and is computed only when a draft can stop on it (p_min > 0; else p = 1).
 struct TopToken {
   TokenId id = -1;
   float p = 0.0f;
 };
-TopToken top_token(std::span<const float> logits);
+TopToken top_token(std::span<const float> logits, float p_min);
 
 }  // namespace onebit

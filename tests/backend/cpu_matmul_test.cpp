@@ -4,6 +4,9 @@
 // regions around the output. Tolerances are normalized MSEs (ggml's test-backend-ops measure).
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <cstring>
+
 #include "cpu_test_util.h"
 #include "backend/cpu/amx.h"
 #include "backend/cpu/panels.h"
@@ -140,6 +143,41 @@ TEST_P(CpuMatmulTest, RepackedWeightRowsReadBackAsGiven) {
     for (size_t i = 0; i < ids.size(); ++i) {
       dequantize_row(type, bytes.data() + ids[i] * rb, want.data(), k);
       EXPECT_EQ(std::vector<float>(got.begin() + i * k, got.begin() + (i + 1) * k), want);
+    }
+  }
+}
+
+// A row's outputs carry the same bits alone (decode's matrix-vector kernels) as inside a product
+// of several rows (the tiles: on AVX-512 VNNI pairs of panels in 512-bit registers, with one odd
+// panel left for the 256-bit kernel), with the paired kernels on or off (ONEBIT_CPU_DUAL_PANELS):
+// what lets a verification step or a batch of streams reproduce single-stream greedy output.
+TEST_P(CpuMatmulTest, RowsAloneEqualRowsInProductsOfSeveralRows) {
+  const int64_t m = 40, k = 512;  // 5 panels: two pairs and one left over
+  for (const TypeCase& tc : kTypes) {
+    if (!cpu::has_panels(tc.type)) continue;
+    const size_t rb = row_size(tc.type, k).value();
+    const std::vector<float> wf = random_floats(size_t(m * k), 21);
+    std::vector<uint8_t> bytes(rb * m);
+    for (int64_t r = 0; r < m; ++r) quantize_row_reference(tc.type, wf.data() + r * k, bytes.data() + r * rb, k);
+    for (const char* dual : {"1", "0"}) {
+      setenv("ONEBIT_CPU_DUAL_PANELS", dual, 1);
+      auto cpu = make_cpu_backend(2, GetParam(), /*panels=*/true);
+      unsetenv("ONEBIT_CPU_DUAL_PANELS");
+      Tensor w = cpu->weight_from_host(tc.type, m, k, bytes).value();
+      for (int64_t n : {2, 3, 4, 5, 8, 9, 70}) {
+        const std::vector<float> xf = random_floats(size_t(n * k), uint32_t(n));
+        Tensor x = upload(*cpu, n, k, xf);
+        Tensor out = cpu->alloc(GgmlType::kF32, n, m).value();
+        cpu->matmul(w, x, out);
+        const std::vector<float> all = download(*cpu, out);
+        for (int64_t r : {int64_t(0), n / 2, n - 1}) {
+          Tensor one = cpu->alloc(GgmlType::kF32, 1, m).value();
+          cpu->matmul(w, x.rows(r, 1), one);
+          const std::vector<float> alone = download(*cpu, one);
+          EXPECT_EQ(0, std::memcmp(alone.data(), all.data() + r * m, size_t(m) * sizeof(float)))
+              << ggml_type_name(uint32_t(tc.type)) << " n=" << n << " row " << r << " dual " << dual;
+        }
+      }
     }
   }
 }

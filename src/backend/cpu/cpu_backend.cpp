@@ -233,6 +233,12 @@ class CpuBackend final : public HostBackend {
     const char* e = std::getenv("ONEBIT_W4A4");
     return e != nullptr && std::string_view(e) == "1";
   }();
+  // Several activation rows meet two panels at once (DotTable::panel2_by_type) unless
+  // ONEBIT_CPU_DUAL_PANELS=0 (comparisons).
+  bool dual_panels_ = [] {
+    const char* e = std::getenv("ONEBIT_CPU_DUAL_PANELS");
+    return e == nullptr || std::string_view(e) != "0";
+  }();
   std::vector<Scratch> scratch_;      // [n_threads]
   std::vector<uint8_t> act_;          // [n, row bytes of the activation format]
   // paged_attention: the pool rows of each sequence's keys (up to the furthest position asked for
@@ -351,8 +357,14 @@ void CpuBackend::matmul(const Tensor& w, const Tensor& x, const Tensor& out) {
   const uint8_t* w0 = panel ? panels->second.bytes.get() + size_t(first_row / g) * ws : row_ptr(w, 0);
   float* out0 = f32_row(out, 0);
   const size_t os = out.row_stride_bytes / sizeof(float);
+  // Pairs of panels for several activation rows where the target has a kernel for them.
+  const cpu::DotFn fn2 = panel && dual_panels_ ? table_->panel2_by_type[static_cast<uint32_t>(w.type)] : nullptr;
   auto run_rows = [&](int64_t r0, int64_t r1, const void* a, int n_x, float* o) {
-    for (int64_t row = r0; row < r1; row += g) fn(k, w0 + (row / g) * ws, a, act_stride, n_x, o + row, os);
+    int64_t row = r0;
+    if (fn2 != nullptr && n_x > 1) {
+      for (; row + 2 * g <= r1; row += 2 * g) fn2(k, w0 + (row / g) * ws, a, act_stride, n_x, o + row, os);
+    }
+    for (; row < r1; row += g) fn(k, w0 + (row / g) * ws, a, act_stride, n_x, o + row, os);
   };
   if (amx_ && panel && n >= cpu::kAmxRows && cpu::amx_supports(w.type)) {
     // Prompt on AMX: weight tiles of two panels (16 rows), each unpacked once and met by every

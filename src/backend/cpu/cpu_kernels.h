@@ -44,6 +44,10 @@ struct DotTable {
   CpuIsa isa;
   DotKernel by_type[32];
   DotFn panel_by_type[32];  // nullptr: the type has no panel layout
+  // Two adjacent panels at once (2 * kPanelRows outputs per activation row, the second panel
+  // panel_bytes after the first), the bits of two panel kernel calls; for products of several
+  // activation rows. nullptr: use panel_by_type.
+  DotFn panel2_by_type[32];
 };
 
 // The table of each target (each lives in its own translation unit, compiled for that target).

@@ -333,7 +333,7 @@ template <int NX> struct KBF16 { static void run(int64_t k, const void* w, const
 #include "backend/cpu/panel_kernels_impl.h"
 
 DotTable make_table(CpuIsa isa) {
-  DotTable t{isa, {}, {}};
+  DotTable t{isa, {}, {}, {}};
   auto set = [&t](GgmlType type, DotFn fn, ActFormat act) {
     t.by_type[static_cast<uint32_t>(type)] = DotKernel{fn, act};
   };
@@ -356,6 +356,13 @@ DotTable make_table(CpuIsa isa) {
   t.panel_by_type[static_cast<uint32_t>(GgmlType::kQ4_K)] = by_rows<PQ4_K>;
   t.panel_by_type[static_cast<uint32_t>(GgmlType::kQ5_K)] = by_rows<PQ5_K>;
   t.panel_by_type[static_cast<uint32_t>(GgmlType::kQ6_K)] = by_rows<PQ6_K>;
+#if ONEBIT_DOT_VNNI == 2
+  t.panel2_by_type[static_cast<uint32_t>(GgmlType::kQ4_0)] = by_rows<P32Panel2<P32::kQ4_0>::K>;
+  t.panel2_by_type[static_cast<uint32_t>(GgmlType::kQ4_1)] = by_rows<P32Panel2<P32::kQ4_1>::K>;
+  t.panel2_by_type[static_cast<uint32_t>(GgmlType::kQ5_0)] = by_rows<P32Panel2<P32::kQ5_0>::K>;
+  t.panel2_by_type[static_cast<uint32_t>(GgmlType::kQ5_1)] = by_rows<P32Panel2<P32::kQ5_1>::K>;
+  t.panel2_by_type[static_cast<uint32_t>(GgmlType::kQ8_0)] = by_rows<P32Panel2<P32::kQ8_0>::K>;
+#endif
   return t;
 }
 

@@ -134,6 +134,92 @@ void panel_q32(int64_t k, const void* panel, const void* act, size_t stride, flo
   for (int r = 0; r < NX; ++r) _mm256_storeu_ps(out + r * os, acc[r]);
 }
 
+#if ONEBIT_DOT_VNNI == 2
+// Two adjacent panels (16 weight rows) in 512-bit registers, for products of several activation
+// rows: each 4-byte activation broadcast then feeds 16 rows, not 8. The 256-bit kernel is bound by
+// those broadcasts (one load per vpdpbusd of 32 products); on Zen 4, which runs a 512-bit vpdpbusd
+// as two 256-bit halves, the same products take half the loads. Every lane does panel_q32's
+// arithmetic in its order (integer sums, then the same fmsub / fmadd per block), so the 16 outputs
+// have the bits of two panel_q32 calls.
+inline __m512i join256(const uint8_t* a, const uint8_t* b) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a))),
+                            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b)), 1);
+}
+// 8 fp16 values at a, then 8 at b, as 16 floats.
+inline __m512 halves16(const uint8_t* a, const uint8_t* b) {
+  return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a))),
+                                                 _mm_loadu_si128(reinterpret_cast<const __m128i*>(b)), 1));
+}
+template <int Bit>
+inline __m512i fifth_bit512(__m512i hb) {
+  const __m512i m = _mm512_set1_epi8(0x10);
+  if constexpr (Bit <= 4) return _mm512_and_si512(_mm512_slli_epi16(hb, 4 - Bit), m);
+  return _mm512_and_si512(_mm512_srli_epi16(hb, Bit - 4), m);
+}
+inline __m512i bcast4_512(const int8_t* y) {
+  int32_t v;
+  std::memcpy(&v, y, 4);
+  return _mm512_set1_epi32(v);
+}
+
+template <P32 kType, int NX>
+void panel2_q32(int64_t k, const void* panel, const void* act, size_t stride, float* out, size_t os) {
+  constexpr bool kNib = kType != P32::kQ8_0;
+  constexpr bool kFive = kType == P32::kQ5_0 || kType == P32::kQ5_1;
+  constexpr bool kMin = kType == P32::kQ4_1 || kType == P32::kQ5_1;
+  constexpr int64_t kHead = kMin ? 32 : 16;
+  constexpr int64_t kCodes = kNib ? 128 : 256;
+  constexpr int64_t kBlock = kHead + kCodes + (kFive ? 32 : 0);
+  constexpr float kOffset = kType == P32::kQ4_0 ? 8.0f : kType == P32::kQ5_0 ? 16.0f : kType == P32::kQ8_0 ? 128.0f : 0.0f;
+  const uint8_t* blk_a = static_cast<const uint8_t*>(panel);
+  const uint8_t* blk_b = blk_a + (k / 32) * kBlock;  // the next panel
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  __m512 acc[NX];
+  for (int r = 0; r < NX; ++r) acc[r] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < k / 32; ++b, blk_a += kBlock, blk_b += kBlock) {
+    for (int l = 0; l < kBlock; l += 64) panel_prefetch(blk_a + l), panel_prefetch(blk_b + l);
+    __m512i p[NX];
+    for (int r = 0; r < NX; ++r) p[r] = _mm512_setzero_si512();
+    const uint8_t* ca = blk_a + kHead;
+    const uint8_t* cb = blk_b + kHead;
+    if constexpr (kNib) {
+      const __m512i hb = kFive ? join256(ca + kCodes, cb + kCodes) : _mm512_setzero_si512();
+      const auto group = [&](auto c_const) {
+        constexpr int C = decltype(c_const)::value;
+        const __m512i raw = join256(ca + 32 * C, cb + 32 * C);
+        __m512i lo = _mm512_and_si512(raw, m4), hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
+        if constexpr (kFive) {
+          lo = _mm512_or_si512(lo, fifth_bit512<2 * C>(hb));
+          hi = _mm512_or_si512(hi, fifth_bit512<2 * C + 1>(hb));
+        }
+        for (int r = 0; r < NX; ++r) {
+          const int8_t* y = act_q8(act, stride, r)[b].qs;
+          p[r] = _mm512_dpbusd_epi32(p[r], lo, bcast4_512(y + 4 * C));
+          p[r] = _mm512_dpbusd_epi32(p[r], hi, bcast4_512(y + 16 + 4 * C));
+        }
+      };
+      group(std::integral_constant<int, 0>{});
+      group(std::integral_constant<int, 1>{});
+      group(std::integral_constant<int, 2>{});
+      group(std::integral_constant<int, 3>{});
+    } else {
+      for (int c = 0; c < 8; ++c) {
+        const __m512i u = _mm512_xor_si512(join256(ca + 32 * c, cb + 32 * c), _mm512_set1_epi8(static_cast<char>(0x80)));
+        for (int r = 0; r < NX; ++r) p[r] = _mm512_dpbusd_epi32(p[r], u, bcast4_512(act_q8(act, stride, r)[b].qs + 4 * c));
+      }
+    }
+    const __m512 dw = halves16(blk_a, blk_b);
+    for (int r = 0; r < NX; ++r) {
+      const ActQ8& a = act_q8(act, stride, r)[b];
+      const __m512 t = _mm512_fmsub_ps(_mm512_cvtepi32_ps(p[r]), _mm512_set1_ps(a.d), _mm512_set1_ps(kOffset * a.s));
+      acc[r] = _mm512_fmadd_ps(dw, t, acc[r]);
+      if constexpr (kMin) acc[r] = _mm512_fmadd_ps(halves16(blk_a + 16, blk_b + 16), _mm512_set1_ps(a.s), acc[r]);
+    }
+  }
+  for (int r = 0; r < NX; ++r) _mm512_storeu_ps(out + r * os, acc[r]);
+}
+#endif
+
 // --- K-quant panels (Q8_K activations) -------------------------------------------------------
 // Per 8-row sub-block group: P = sum(u * y) by lanes (one lane per weight row), then the
 // sub-block's integer scale per row (vpmulld) into one int32 sum per row and super-block.
@@ -305,3 +391,8 @@ template <int NX> using PQ4_1 = P32Panel<P32::kQ4_1>::K<NX>;
 template <int NX> using PQ5_0 = P32Panel<P32::kQ5_0>::K<NX>;
 template <int NX> using PQ5_1 = P32Panel<P32::kQ5_1>::K<NX>;
 template <int NX> using PQ8_0 = P32Panel<P32::kQ8_0>::K<NX>;
+#if ONEBIT_DOT_VNNI == 2
+template <P32 kType> struct P32Panel2 {
+  template <int NX> struct K { static void run(int64_t k, const void* w, const void* a, size_t s, float* o, size_t os) { panel2_q32<kType, NX>(k, w, a, s, o, os); } };
+};
+#endif
