@@ -359,13 +359,20 @@ void CpuBackend::matmul(const Tensor& w, const Tensor& x, const Tensor& out) {
   const size_t os = out.row_stride_bytes / sizeof(float);
   // Pairs of panels for several activation rows where the target has a kernel for them.
   const cpu::DotFn fn2 = panel && dual_panels_ ? table_->panel2_by_type[static_cast<uint32_t>(w.type)] : nullptr;
+  // n_x activation rows (up to kMaxDualRows with fn2, else kMaxDotRows) against weight rows r0..r1.
   auto run_rows = [&](int64_t r0, int64_t r1, const void* a, int n_x, float* o) {
     int64_t row = r0;
     if (fn2 != nullptr && n_x > 1) {
       for (; row + 2 * g <= r1; row += 2 * g) fn2(k, w0 + (row / g) * ws, a, act_stride, n_x, o + row, os);
     }
-    for (; row < r1; row += g) fn(k, w0 + (row / g) * ws, a, act_stride, n_x, o + row, os);
+    for (; row < r1; row += g) {
+      for (int c = 0; c < n_x; c += cpu::kMaxDotRows) {
+        fn(k, w0 + (row / g) * ws, static_cast<const uint8_t*>(a) + c * act_stride, act_stride,
+           std::min(cpu::kMaxDotRows, n_x - c), o + c * os + row, os);
+      }
+    }
   };
+  const int64_t sweep = fn2 != nullptr ? cpu::kMaxDualRows : cpu::kMaxDotRows;  // activation rows per kernel call
   if (amx_ && panel && n >= cpu::kAmxRows && cpu::amx_supports(w.type)) {
     // Prompt on AMX: weight tiles of two panels (16 rows), each unpacked once and met by every
     // group of 16 activation rows (amx.h).
@@ -402,8 +409,8 @@ void CpuBackend::matmul(const Tensor& w, const Tensor& x, const Tensor& out) {
     for (int64_t tile = b; tile < e; ++tile) {
       const int64_t r0 = (tile / n_cb) * kTileRows, c0 = (tile % n_cb) * kTileCols;
       const int64_t r1 = std::min(m, r0 + kTileRows), c1 = std::min(n, c0 + kTileCols);
-      for (int64_t c = c0; c < c1; c += cpu::kMaxDotRows) {
-        const int n_x = static_cast<int>(std::min<int64_t>(cpu::kMaxDotRows, c1 - c));
+      for (int64_t c = c0; c < c1; c += sweep) {
+        const int n_x = static_cast<int>(std::min<int64_t>(sweep, c1 - c));
         run_rows(r0, r1, static_cast<const uint8_t*>(act) + c * act_stride, n_x, out0 + c * os);
       }
     }

@@ -26,6 +26,9 @@ enum class ActFormat { kF32, kQ8, kQ8K };
 
 // Most activation rows one dot call handles (the register tile of matrix-matrix products).
 inline constexpr int kMaxDotRows = 4;
+// Most activation rows one call of a two-panel kernel (DotTable::panel2_by_type) handles: its
+// 512-bit registers leave room for 8 rows' sums, so each weight block is unpacked once per 8.
+inline constexpr int kMaxDualRows = 8;
 
 // out[r * out_stride] = dot(weight row, activation row r) for r < n_x (1..kMaxDotRows), over k
 // elements. Activation rows are act_stride_bytes apart, in the format of the kernel's ActFormat.
@@ -45,8 +48,8 @@ struct DotTable {
   DotKernel by_type[32];
   DotFn panel_by_type[32];  // nullptr: the type has no panel layout
   // Two adjacent panels at once (2 * kPanelRows outputs per activation row, the second panel
-  // panel_bytes after the first), the bits of two panel kernel calls; for products of several
-  // activation rows. nullptr: use panel_by_type.
+  // panel_bytes after the first) against 1..kMaxDualRows activation rows, the bits of the panel
+  // kernel's calls; for products of several activation rows. nullptr: use panel_by_type.
   DotFn panel2_by_type[32];
 };
 

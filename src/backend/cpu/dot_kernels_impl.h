@@ -318,6 +318,21 @@ void by_rows(int64_t k, const void* w, const void* act, size_t stride, int n_x, 
   }
 }
 
+// The same up to kMaxDualRows (the two-panel kernels).
+template <template <int> class K>
+void by_rows8(int64_t k, const void* w, const void* act, size_t stride, int n_x, float* out, size_t os) {
+  switch (n_x) {
+    case 1: return K<1>::run(k, w, act, stride, out, os);
+    case 2: return K<2>::run(k, w, act, stride, out, os);
+    case 3: return K<3>::run(k, w, act, stride, out, os);
+    case 4: return K<4>::run(k, w, act, stride, out, os);
+    case 5: return K<5>::run(k, w, act, stride, out, os);
+    case 6: return K<6>::run(k, w, act, stride, out, os);
+    case 7: return K<7>::run(k, w, act, stride, out, os);
+    default: return K<8>::run(k, w, act, stride, out, os);
+  }
+}
+
 template <int NX> struct KQ4_0 { static void run(int64_t k, const void* w, const void* a, size_t s, float* o, size_t os) { dot_legacy<BlockQ4_0, 4, true, NX>(k, w, a, s, o, os); } };
 template <int NX> struct KQ4_1 { static void run(int64_t k, const void* w, const void* a, size_t s, float* o, size_t os) { dot_legacy<BlockQ4_1, 4, false, NX>(k, w, a, s, o, os); } };
 template <int NX> struct KQ5_0 { static void run(int64_t k, const void* w, const void* a, size_t s, float* o, size_t os) { dot_legacy<BlockQ5_0, 5, true, NX>(k, w, a, s, o, os); } };
@@ -357,11 +372,11 @@ DotTable make_table(CpuIsa isa) {
   t.panel_by_type[static_cast<uint32_t>(GgmlType::kQ5_K)] = by_rows<PQ5_K>;
   t.panel_by_type[static_cast<uint32_t>(GgmlType::kQ6_K)] = by_rows<PQ6_K>;
 #if ONEBIT_DOT_VNNI == 2
-  t.panel2_by_type[static_cast<uint32_t>(GgmlType::kQ4_0)] = by_rows<P32Panel2<P32::kQ4_0>::K>;
-  t.panel2_by_type[static_cast<uint32_t>(GgmlType::kQ4_1)] = by_rows<P32Panel2<P32::kQ4_1>::K>;
-  t.panel2_by_type[static_cast<uint32_t>(GgmlType::kQ5_0)] = by_rows<P32Panel2<P32::kQ5_0>::K>;
-  t.panel2_by_type[static_cast<uint32_t>(GgmlType::kQ5_1)] = by_rows<P32Panel2<P32::kQ5_1>::K>;
-  t.panel2_by_type[static_cast<uint32_t>(GgmlType::kQ8_0)] = by_rows<P32Panel2<P32::kQ8_0>::K>;
+  t.panel2_by_type[static_cast<uint32_t>(GgmlType::kQ4_0)] = by_rows8<P32Panel2<P32::kQ4_0>::K>;
+  t.panel2_by_type[static_cast<uint32_t>(GgmlType::kQ4_1)] = by_rows8<P32Panel2<P32::kQ4_1>::K>;
+  t.panel2_by_type[static_cast<uint32_t>(GgmlType::kQ5_0)] = by_rows8<P32Panel2<P32::kQ5_0>::K>;
+  t.panel2_by_type[static_cast<uint32_t>(GgmlType::kQ5_1)] = by_rows8<P32Panel2<P32::kQ5_1>::K>;
+  t.panel2_by_type[static_cast<uint32_t>(GgmlType::kQ8_0)] = by_rows8<P32Panel2<P32::kQ8_0>::K>;
 #endif
   return t;
 }
