@@ -333,6 +333,16 @@ void by_rows8(int64_t k, const void* w, const void* act, size_t stride, int n_x,
   }
 }
 
+// Up to kMaxDualRows for kernels whose registers hold 4 rows' sums: 5..8 rows as 4 + the rest.
+template <template <int> class K>
+void by_rows8_in_fours(int64_t k, const void* w, const void* act, size_t stride, int n_x, float* out, size_t os) {
+  if (n_x > 4) {
+    by_rows<K>(k, w, act, stride, 4, out, os);
+    act = static_cast<const uint8_t*>(act) + 4 * stride, out += 4 * os, n_x -= 4;
+  }
+  by_rows<K>(k, w, act, stride, n_x, out, os);
+}
+
 template <int NX> struct KQ4_0 { static void run(int64_t k, const void* w, const void* a, size_t s, float* o, size_t os) { dot_legacy<BlockQ4_0, 4, true, NX>(k, w, a, s, o, os); } };
 template <int NX> struct KQ4_1 { static void run(int64_t k, const void* w, const void* a, size_t s, float* o, size_t os) { dot_legacy<BlockQ4_1, 4, false, NX>(k, w, a, s, o, os); } };
 template <int NX> struct KQ5_0 { static void run(int64_t k, const void* w, const void* a, size_t s, float* o, size_t os) { dot_legacy<BlockQ5_0, 5, true, NX>(k, w, a, s, o, os); } };
@@ -377,6 +387,9 @@ DotTable make_table(CpuIsa isa) {
   t.panel2_by_type[static_cast<uint32_t>(GgmlType::kQ5_0)] = by_rows8<P32Panel2<P32::kQ5_0>::K>;
   t.panel2_by_type[static_cast<uint32_t>(GgmlType::kQ5_1)] = by_rows8<P32Panel2<P32::kQ5_1>::K>;
   t.panel2_by_type[static_cast<uint32_t>(GgmlType::kQ8_0)] = by_rows8<P32Panel2<P32::kQ8_0>::K>;
+  t.panel2_by_type[static_cast<uint32_t>(GgmlType::kQ4_K)] = by_rows8_in_fours<P2Q4_K>;
+  t.panel2_by_type[static_cast<uint32_t>(GgmlType::kQ5_K)] = by_rows8_in_fours<P2Q5_K>;
+  t.panel2_by_type[static_cast<uint32_t>(GgmlType::kQ6_K)] = by_rows8_in_fours<P2Q6_K>;
 #endif
   return t;
 }

@@ -380,6 +380,143 @@ void panel_q6_k(int64_t k, const void* panel, const void* act, size_t stride, fl
   for (int r = 0; r < NX; ++r) _mm256_storeu_ps(out + r * os, acc[r]);
 }
 
+#if ONEBIT_DOT_VNNI == 2
+// --- K-quant panels in pairs (512-bit registers; see panel2_q32): panel_q45_k's and
+// panel_q6_k's arithmetic per lane, so the bits of two calls of theirs. Up to 4 activation rows
+// per call (their sums fill the 32 registers).
+// 8 bytes at a, then 8 at b, widened to 16 int32 lanes (unsigned / signed).
+inline __m512i bytes16_u(const uint8_t* a, const uint8_t* b) {
+  return _mm512_cvtepu8_epi32(_mm_unpacklo_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(a)),
+                                                 _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b))));
+}
+inline __m512i bytes16_s(const uint8_t* a, const uint8_t* b) {
+  return _mm512_cvtepi8_epi32(_mm_unpacklo_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(a)),
+                                                 _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b))));
+}
+
+template <bool kFive, int C, int NX>
+inline void q45_k_chunk2(const uint8_t* ba, const uint8_t* bb, int64_t b, const void* act, size_t stride,
+                         __m512i* sumi, __m512i* summ) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  __m512i p_lo[NX], p_hi[NX];
+  for (int r = 0; r < NX; ++r) p_lo[r] = p_hi[r] = _mm512_setzero_si512();
+  for (int g = 0; g < 8; ++g) {
+    const int64_t at = 160 + (8 * C + g) * 32;
+    const __m512i raw = join256(ba + at, bb + at);
+    __m512i lo = _mm512_and_si512(raw, m4), hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
+    if constexpr (kFive) {
+      const __m512i hb = join256(ba + 1184 + g * 32, bb + 1184 + g * 32);
+      lo = _mm512_or_si512(lo, fifth_bit512<2 * C>(hb));
+      hi = _mm512_or_si512(hi, fifth_bit512<2 * C + 1>(hb));
+    }
+    for (int r = 0; r < NX; ++r) {
+      const int8_t* y = act_q8k(act, stride, r)[b].qs + 64 * C + 4 * g;
+      p_lo[r] = _mm512_dpbusd_epi32(p_lo[r], lo, bcast4_512(y));
+      p_hi[r] = _mm512_dpbusd_epi32(p_hi[r], hi, bcast4_512(y + 32));
+    }
+  }
+  for (int half = 0; half < 2; ++half) {
+    const int j = 2 * C + half;
+    const __m512i sc = bytes16_u(ba + 32 + 8 * j, bb + 32 + 8 * j), mn = bytes16_u(ba + 96 + 8 * j, bb + 96 + 8 * j);
+    for (int r = 0; r < NX; ++r) {
+      const BlockQ8_K& a = act_q8k(act, stride, r)[b];
+      sumi[r] = _mm512_add_epi32(sumi[r], _mm512_mullo_epi32(half ? p_hi[r] : p_lo[r], sc));
+      summ[r] = _mm512_add_epi32(summ[r], _mm512_mullo_epi32(mn, _mm512_set1_epi32(a.bsums[2 * j] + a.bsums[2 * j + 1])));
+    }
+  }
+}
+
+template <bool kFive, int NX>
+void panel2_q45_k(int64_t k, const void* panel, const void* act, size_t stride, float* out, size_t os) {
+  constexpr int64_t kBlock = kFive ? 1440 : 1184;
+  const uint8_t* ba = static_cast<const uint8_t*>(panel);
+  const uint8_t* bb = ba + (k / kQK_K) * kBlock;  // the next panel
+  __m512 acc[NX];
+  for (int r = 0; r < NX; ++r) acc[r] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < k / kQK_K; ++b, ba += kBlock, bb += kBlock) {
+    for (int l = 0; l < kBlock; l += 64) panel_prefetch(ba + l), panel_prefetch(bb + l);
+    __m512i sumi[NX], summ[NX];
+    for (int r = 0; r < NX; ++r) sumi[r] = summ[r] = _mm512_setzero_si512();
+    q45_k_chunk2<kFive, 0, NX>(ba, bb, b, act, stride, sumi, summ);
+    q45_k_chunk2<kFive, 1, NX>(ba, bb, b, act, stride, sumi, summ);
+    q45_k_chunk2<kFive, 2, NX>(ba, bb, b, act, stride, sumi, summ);
+    q45_k_chunk2<kFive, 3, NX>(ba, bb, b, act, stride, sumi, summ);
+    const __m512 d = halves16(ba, bb), dmin = halves16(ba + 16, bb + 16);
+    for (int r = 0; r < NX; ++r) {
+      const __m512 da = _mm512_set1_ps(act_q8k(act, stride, r)[b].d);
+      acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(d, da), _mm512_cvtepi32_ps(sumi[r]), acc[r]);
+      acc[r] = _mm512_fnmadd_ps(_mm512_mul_ps(dmin, da), _mm512_cvtepi32_ps(summ[r]), acc[r]);
+    }
+  }
+  for (int r = 0; r < NX; ++r) _mm512_storeu_ps(out + r * os, acc[r]);
+}
+
+template <int T>
+inline __m512i q6_k_high512(__m512i hb) {
+  const __m512i m2 = _mm512_set1_epi8(0x30);
+  if constexpr (T == 0) return _mm512_and_si512(_mm512_slli_epi16(hb, 4), m2);
+  if constexpr (T == 1) return _mm512_and_si512(_mm512_slli_epi16(hb, 2), m2);
+  if constexpr (T == 2) return _mm512_and_si512(hb, m2);
+  return _mm512_and_si512(_mm512_srli_epi16(hb, 2), m2);
+}
+
+template <int T, int NX>
+inline void q6_k_quarter_pair2(const uint8_t* ba, const uint8_t* bb, int64_t b, const void* act, size_t stride,
+                               int h, int s, __m512i* sumi) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  __m512i pa[NX], pb[NX];
+  for (int r = 0; r < NX; ++r) pa[r] = pb[r] = _mm512_setzero_si512();
+  for (int g = 4 * s; g < 4 * s + 4; ++g) {
+    const int64_t at_l = 144 + (16 * h + 8 * T + g) * 32, at_h = 144 + 1024 + (8 * h + g) * 32;
+    const __m512i l = join256(ba + at_l, bb + at_l);
+    const __m512i hb = join256(ba + at_h, bb + at_h);
+    const __m512i ua = _mm512_or_si512(_mm512_and_si512(l, m4), q6_k_high512<T>(hb));
+    const __m512i ub = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4), q6_k_high512<T + 2>(hb));
+    for (int r = 0; r < NX; ++r) {
+      const int8_t* y = act_q8k(act, stride, r)[b].qs + 128 * h + 4 * g;
+      pa[r] = _mm512_dpbusd_epi32(pa[r], ua, bcast4_512(y + 32 * T));
+      pb[r] = _mm512_dpbusd_epi32(pb[r], ub, bcast4_512(y + 32 * (T + 2)));
+    }
+  }
+  const int ja = 8 * h + 2 * T + s, jb = ja + 4;
+  const __m512i sca = bytes16_s(ba + 16 + 8 * ja, bb + 16 + 8 * ja), scb = bytes16_s(ba + 16 + 8 * jb, bb + 16 + 8 * jb);
+  for (int r = 0; r < NX; ++r) {
+    const BlockQ8_K& a = act_q8k(act, stride, r)[b];
+    sumi[r] = _mm512_add_epi32(sumi[r], _mm512_mullo_epi32(_mm512_sub_epi32(pa[r], _mm512_set1_epi32(32 * a.bsums[ja])), sca));
+    sumi[r] = _mm512_add_epi32(sumi[r], _mm512_mullo_epi32(_mm512_sub_epi32(pb[r], _mm512_set1_epi32(32 * a.bsums[jb])), scb));
+  }
+}
+
+template <int NX>
+void panel2_q6_k(int64_t k, const void* panel, const void* act, size_t stride, float* out, size_t os) {
+  constexpr int64_t kBlock = 1680;
+  const uint8_t* ba = static_cast<const uint8_t*>(panel);
+  const uint8_t* bb = ba + (k / kQK_K) * kBlock;
+  __m512 acc[NX];
+  for (int r = 0; r < NX; ++r) acc[r] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < k / kQK_K; ++b, ba += kBlock, bb += kBlock) {
+    for (int l = 0; l < kBlock; l += 64) panel_prefetch(ba + l), panel_prefetch(bb + l);
+    __m512i sumi[NX];
+    for (int r = 0; r < NX; ++r) sumi[r] = _mm512_setzero_si512();
+    for (int h = 0; h < 2; ++h)
+      for (int s = 0; s < 2; ++s) {
+        q6_k_quarter_pair2<0, NX>(ba, bb, b, act, stride, h, s, sumi);
+        q6_k_quarter_pair2<1, NX>(ba, bb, b, act, stride, h, s, sumi);
+      }
+    const __m512 d = halves16(ba, bb);
+    for (int r = 0; r < NX; ++r) {
+      const __m512 dd = _mm512_mul_ps(d, _mm512_set1_ps(act_q8k(act, stride, r)[b].d));
+      acc[r] = _mm512_fmadd_ps(dd, _mm512_cvtepi32_ps(sumi[r]), acc[r]);
+    }
+  }
+  for (int r = 0; r < NX; ++r) _mm512_storeu_ps(out + r * os, acc[r]);
+}
+
+template <int NX> struct P2Q4_K { static void run(int64_t k, const void* w, const void* a, size_t s, float* o, size_t os) { panel2_q45_k<false, NX>(k, w, a, s, o, os); } };
+template <int NX> struct P2Q5_K { static void run(int64_t k, const void* w, const void* a, size_t s, float* o, size_t os) { panel2_q45_k<true, NX>(k, w, a, s, o, os); } };
+template <int NX> struct P2Q6_K { static void run(int64_t k, const void* w, const void* a, size_t s, float* o, size_t os) { panel2_q6_k<NX>(k, w, a, s, o, os); } };
+#endif
+
 template <int NX> struct PQ4_K { static void run(int64_t k, const void* w, const void* a, size_t s, float* o, size_t os) { panel_q45_k<false, NX>(k, w, a, s, o, os); } };
 template <int NX> struct PQ5_K { static void run(int64_t k, const void* w, const void* a, size_t s, float* o, size_t os) { panel_q45_k<true, NX>(k, w, a, s, o, os); } };
 template <int NX> struct PQ6_K { static void run(int64_t k, const void* w, const void* a, size_t s, float* o, size_t os) { panel_q6_k<NX>(k, w, a, s, o, os); } };
