@@ -233,11 +233,13 @@ class CpuBackend final : public HostBackend {
     const char* e = std::getenv("ONEBIT_W4A4");
     return e != nullptr && std::string_view(e) == "1";
   }();
-  // Several activation rows meet two panels at once (DotTable::panel2_by_type) unless
-  // ONEBIT_CPU_DUAL_PANELS=0 (comparisons).
+  // Several activation rows meet two panels at once (DotTable::panel2_by_type): by default on AMD
+  // (measured there: prompts 1.3-1.7x, docs/kernels.md), not yet on Intel, where an earlier
+  // 512-bit attempt measured slower; ONEBIT_CPU_DUAL_PANELS=1 / 0 forces it on / off.
   bool dual_panels_ = [] {
     const char* e = std::getenv("ONEBIT_CPU_DUAL_PANELS");
-    return e == nullptr || std::string_view(e) != "0";
+    if (e != nullptr && e[0] != '\0') return std::string_view(e) != "0";
+    return cpu_features().amd;
   }();
   std::vector<Scratch> scratch_;      // [n_threads]
   std::vector<uint8_t> act_;          // [n, row bytes of the activation format]
