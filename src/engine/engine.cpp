@@ -111,6 +111,7 @@ struct Engine::Live {
   int32_t plain_steps = 0;         // decode steps without a draft since the last one, and how many
   int32_t probe_every = 16;        // make a probe: doubles while probes find that drafting does
                                    // not pay (at most 256), back to 16 once it does
+  int32_t undrafted = 0;           // decode steps without a draft since the last one, all of them
   int32_t seen_first = 0;          // positions [seen_first, seen_first + seen_n) were computed and
   int32_t seen_n = 0;              // kept but not yet shown to the drafter,
   std::vector<float> seen_rows;    // with their captured target rows [seen_n, width]
@@ -514,6 +515,7 @@ void Engine::step() {
     if (live.handle->cancelled()) finish(live, FinishReason::kCancelled);
   }
   release_held();
+  const double turn_start = now_ms();  // the drafter's work counts in what drafting costs
   propose_drafts();
   StepPlan plan = scheduler_.schedule(prefill_cap());
   if (plan.empty()) {
@@ -554,6 +556,10 @@ void Engine::step() {
     sample_and_stream(plan, now);
     if (options_.drafter) collect_observations(plan);
   }
+  // Decode-only turns teach the governor what drafting gives against not drafting.
+  if (options_.drafter && options_.draft_when_it_pays && plan.n_decode > 0 && plan.n_tokens == plan.n_decode + plan.n_draft) {
+    governor_.record(plan.n_decode, plan.n_draft > 0, now_ms() - turn_start, step_tokens_);
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     published_.last_step_tokens = plan.n_tokens;
@@ -568,6 +574,8 @@ void Engine::propose_drafts() {
   for (Sequence* seq : scheduler_.running()) n_decoding += seq->n_pending() == 1;
   double t0 = 0.0, per_token = 0.0;
   const bool fitted = options_.draft_when_it_pays && decode_cost_.fit(t0, per_token);
+  // What drafting gave lately at this many decoding sequences may forbid it (draft_governor.h).
+  const bool allowed = !options_.draft_when_it_pays || governor_.allows(n_decoding);
   // Who drafts how much; and who the drafter must first be shown (the drafting ones, and any
   // sequence whose unseen positions grew too many).
   std::vector<Sequence*> who;
@@ -579,14 +587,15 @@ void Engine::propose_drafts() {
     const bool decoding = seq->n_pending() == 1 && seq->n_draft == 0;
     // Until decode steps of several sizes were timed, draft 1, 2, .. --mtp-max tokens in turn
     // (that is how they get timed); the bookkeeping's tests draft at full length.
-    int32_t len = !options_.draft_when_it_pays ? live.draft_len
+    int32_t len = !allowed ? 0
+                  : !options_.draft_when_it_pays ? live.draft_len
                   : fitted ? worthwhile_draft(live.draft_hits / live.draft_trials, live.draft_len, t0, per_token,
                                               n_decoding, drafter_costs_)
                            : 1 + static_cast<int32_t>(draft_explore_ % live.draft_len);
     if (decoding && len > 0) live.probe_every = 16;
     // Keep learning the acceptance, unless drafting could not pay even if every draft were kept.
     const bool could_pay = !fitted || worthwhile_draft(1.0, live.draft_len, t0, per_token, n_decoding, drafter_costs_) > 0;
-    if (decoding && len == 0 && could_pay && ++live.plain_steps >= live.probe_every) {
+    if (decoding && len == 0 && allowed && could_pay && ++live.plain_steps >= live.probe_every) {
       len = 1;
       live.probe_every = std::min(2 * live.probe_every, 256);
     }
@@ -594,9 +603,16 @@ void Engine::propose_drafts() {
     const int64_t room = std::min<int64_t>(live.request.n_predict - live.n_generated - 1,
                                            int64_t(layout_.n_ctx) - int64_t(seq->tokens.size()) - 1);
     const int32_t k = decoding ? static_cast<int32_t>(std::min<int64_t>(len, room)) : 0;
+    // A sequence that decoded kMaxUnseen tokens without a draft (drafting does not pay, or may not)
+    // stops drafting for good rather than catch the drafter up on them.
+    if (decoding && k <= 0 && ++live.undrafted > kMaxUnseen) {
+      retire_drafting(live);
+      continue;
+    }
     if ((k > 0 || live.seen_n > kMaxUnseen) && live.seen_n > 0) show.push_back(&live);
     if (k <= 0) continue;
     live.plain_steps = 0;
+    live.undrafted = 0;
     who.push_back(seq);
     asks_.push_back(DraftAsk{DraftSequence{seq->id, seq->tokens, seq->block_table, seq->n_computed}, k, nullptr});
   }
@@ -629,6 +645,13 @@ void Engine::propose_drafts() {
     seq->tokens.insert(seq->tokens.end(), draft.begin(), draft.end());
     seq->n_draft = static_cast<int32_t>(draft.size());
   }
+}
+
+void Engine::retire_drafting(Live& live) {
+  options_.drafter->forget(live.seq.id);
+  live.draft_len = 0;
+  live.seen_n = 0;
+  live.seen_rows = {};
 }
 
 // In calls of at most a step's tokens (what the drafter sized its buffers for), a long range in
@@ -698,6 +721,7 @@ void Engine::sample_and_stream(const StepPlan& plan, double now) {
   const size_t vocab = static_cast<size_t>(runner_->vocab_size());
   size_t out_row = 0;
   kept_.assign(plan.runs.size(), 0);
+  step_tokens_ = 0;
   for (size_t run = 0; run < plan.runs.size(); ++run) {
     const ScheduledRun& r = plan.runs[run];
     kept_[run] = r.n;
@@ -752,6 +776,7 @@ void Engine::sample_and_stream(const StepPlan& plan, double now) {
       }
       kept_[run] = r.n - n_draft + i;  // the row's position and those before it are verified
       ++live.n_generated;
+      ++step_tokens_;
       live.stats.n_draft_accepted += token == draft;
       live.handle->push_token(token, want_logprobs ? &live.logprobs : nullptr);
       if ((!live.request.ignore_eos && options_.is_end && options_.is_end(token)) ||

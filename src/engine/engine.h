@@ -21,6 +21,7 @@
 
 #include "base/status.h"
 #include "engine/block_manager.h"
+#include "engine/draft_governor.h"
 #include "engine/drafter.h"
 #include "grammar/constraint.h"
 #include "engine/model_runner.h"
@@ -253,6 +254,8 @@ class Engine {
   // Appends a draft to every decoding sequence that drafts (speculative decoding), first showing
   // the drafter what those sequences computed since it last saw them.
   void propose_drafts();
+  // The sequence drafts no more: its drafter forgets it, its unseen rows are dropped.
+  void retire_drafting(Live& live);
   // Shows the drafter the unseen positions of `show` (in calls of at most a step's tokens).
   void show_unseen(const std::vector<Live*>& show);
   // After a step: what each sequence that may draft computed and kept (kept_), with the captured
@@ -287,6 +290,8 @@ class Engine {
   double prefill_token_ms_ = 0.0;    // a prompt token's time beside decoding
   double credit_ms_ = 0.0;           // prompt time allowed before it slows the decoding streams
   StepCostFit decode_cost_;          // decode steps' time against their tokens (drafting's cost)
+  DraftGovernor governor_;           // whether drafting pays at each number of decoding sequences
+  int32_t step_tokens_ = 0;          // tokens the last step gave (sample_and_stream)
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

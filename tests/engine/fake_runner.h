@@ -6,9 +6,11 @@
 // fake_continuation() whatever else runs with it.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "engine/model_runner.h"
@@ -55,6 +57,7 @@ class FakeRunner final : public ModelRunner {
   int64_t tokens = 0;
   int32_t max_step_tokens = 0;
   int32_t hidden_width = 0;  // > 0: StepOutput::hidden gets fake_hidden rows [n_out, hidden_width]
+  double step_ms = 0.0;      // > 0: every step takes this long, whatever its tokens
 
   void copy_blocks(std::span<const BlockCopy> copies) override {
     for (const BlockCopy& c : copies) {
@@ -63,6 +66,7 @@ class FakeRunner final : public ModelRunner {
   }
 
   Status run(const StepBatch& b, StepOutput& out) override {
+    if (step_ms > 0.0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(step_ms));
     ++steps;
     tokens += b.n_tokens();
     max_step_tokens = std::max(max_step_tokens, b.n_tokens());
