@@ -1,11 +1,10 @@
-// CPUID leaves 0 (vendor), 1 and 7 (subleaves 0 and 1) and XGETBV, as the Intel SDM vol. 2A describes them (AMX: vol. 1, ch. 18).
+// CPUID leaves 1 and 7 (subleaves 0 and 1) and XGETBV, as the Intel SDM vol. 2A describes them (AMX: vol. 1, ch. 18).
 #include "base/cpu_features.h"
 
 #include <cpuid.h>
 
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <string>
 #include <string_view>
 
@@ -23,11 +22,6 @@ unsigned long long xgetbv0() {
 CpuFeatures detect() {
   CpuFeatures f;
   unsigned a = 0, b = 0, c = 0, d = 0;
-  if (__get_cpuid(0, &a, &b, &c, &d)) {
-    char vendor[13] = {};
-    std::memcpy(vendor, &b, 4), std::memcpy(vendor + 4, &d, 4), std::memcpy(vendor + 8, &c, 4);
-    f.amd = std::string_view(vendor) == "AuthenticAMD";
-  }
   if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
   const bool osxsave = bit(c, 27);
   const bool avx = bit(c, 28);

@@ -20,7 +20,6 @@ struct CpuFeatures {
   bool avx_vnni = false;  // the VEX (256-bit) encoding of VPDPBUSD, Alder Lake / Sapphire Rapids
   bool amx_int8 = false;  // AMX-TILE and AMX-INT8 with the tile state saved by the OS (XCR0 bits 17-18);
                           // Linux still has to grant the process the tile data (backend/cpu/amx.h)
-  bool amd = false;       // vendor "AuthenticAMD" (Zen 4 and later run 512-bit ops as two 256-bit halves)
 };
 
 // The machine's features (cached after the first call).

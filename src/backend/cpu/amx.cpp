@@ -1,10 +1,12 @@
 // AMX tiles for the 32-element panel types (amx.h). Per weight tile (two panels, 16 rows) the codes
-// are first unpacked once into signed bytes in AMX's B layout, then every group of 16 activation
-// rows meets them block by block:
-//   C[16 x 16] (int32) = A[16 x 32] (activation codes, s8) * B[32 x 16] (weight codes, s8)
-//   acc[r][j] += C[r][j] * dw[j] * da[r]   (+ mw[j] * s[r] for Q4_1 / Q5_1)
-// with the code offsets (-8 for Q4_0, -16 for Q5_0) taken off while unpacking, so no activation
-// sum is needed except for the mins. B's layout (Intel SDM vol. 1, 18.2: "VNNI" rows of 4 bytes
+// are first unpacked once into unsigned bytes in AMX's B layout (Q8_0's signed codes + 128), then
+// every group of 16 activation rows meets them block by block, in the panel kernels' arithmetic
+// (panel_kernels_impl.h, whose VNNI dot products take the weights unsigned too):
+//   P[16 x 16] (int32) = A[16 x 32] (activation codes, s8) * B[32 x 16] (weight codes, u8)  TDPBSUD
+//   t = P * da[r] - offset * s[r]          (offset: 8 Q4_0, 16 Q5_0, 128 Q8_0, else 0)
+//   acc[r][j] += dw[j] * t                 (then += mw[j] * s[r] for Q4_1 / Q5_1)
+// so a row's outputs carry the same bits as from the panel kernels and from decode's matrix-vector
+// kernels: a prompt, a verification step or a batch of streams computes each row as alone. B's layout (Intel SDM vol. 1, 18.2: "VNNI" rows of 4 bytes
 // per column) is the panels' own: panel code group c holds elements 4c .. 4c+3 of each of 8 rows,
 // one 32-bit lane per row, so B row c is group c of p0 then group c of p1.
 // Every header is included before the target pragma so that no shared inline code is compiled for it.
@@ -88,7 +90,7 @@ inline __m256i fifth_bit(__m256i hb, int bit) {
                   : _mm256_and_si256(_mm256_srli_epi16(hb, bit - 4), m);
 }
 
-// One block of one panel (8 rows; null: zeros) as signed codes into half `h` of the block's B
+// One block of one panel (8 rows; null: zeros) as unsigned codes into half `h` of the block's B
 // rows, and its 8 scales (and mins) into the block's scale rows.
 void unpack_block(GgmlType type, const uint8_t* blk, int h, uint8_t* b_tile, float* dw, float* mw) {
   if (blk == nullptr) {
@@ -102,12 +104,15 @@ void unpack_block(GgmlType type, const uint8_t* blk, int h, uint8_t* b_tile, flo
   if (min) _mm256_storeu_ps(mw + 8 * h, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16))));
   const uint8_t* codes = blk + (min ? 32 : 16);
   if (type == GgmlType::kQ8_0) {
-    for (int c = 0; c < 8; ++c) std::memcpy(b_tile + 64 * c + 32 * h, codes + 32 * c, 32);
+    const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));  // code + 128
+    for (int c = 0; c < 8; ++c) {
+      const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + 32 * c));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(b_tile + 64 * c + 32 * h), _mm256_xor_si256(raw, flip));
+    }
     return;
   }
   const bool five = type == GgmlType::kQ5_0 || type == GgmlType::kQ5_1;
   const __m256i m4 = _mm256_set1_epi8(0x0F);
-  const __m256i off = _mm256_set1_epi8(type == GgmlType::kQ4_0 ? 8 : type == GgmlType::kQ5_0 ? 16 : 0);
   const __m256i hb = five ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + 128)) : _mm256_setzero_si256();
   for (int c = 0; c < 4; ++c) {
     const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + 32 * c));
@@ -117,8 +122,8 @@ void unpack_block(GgmlType type, const uint8_t* blk, int h, uint8_t* b_tile, flo
       hi = _mm256_or_si256(hi, fifth_bit(hb, 2 * c + 1));
     }
     // Low nibbles: elements 4c .. 4c+3 (B row c); high: 16 + 4c .. (B row 4 + c).
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(b_tile + 64 * c + 32 * h), _mm256_sub_epi8(lo, off));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(b_tile + 64 * (4 + c) + 32 * h), _mm256_sub_epi8(hi, off));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(b_tile + 64 * c + 32 * h), lo);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(b_tile + 64 * (4 + c) + 32 * h), hi);
   }
 }
 
@@ -141,6 +146,7 @@ void amx_panel_tile(GgmlType type, int64_t k, const uint8_t* p0, const uint8_t* 
     unpack_block(type, p1 ? p1 + b * panel_block : nullptr, 1, b_tiles + b * kBBytes, dw + b * kAmxRows, mwb);
   }
   const int n_cols = p1 ? 16 : 8;
+  const float offset = type == GgmlType::kQ4_0 ? 8.0f : type == GgmlType::kQ5_0 ? 16.0f : type == GgmlType::kQ8_0 ? 128.0f : 0.0f;
   const uint8_t* a0 = static_cast<const uint8_t*>(act);
   for (int64_t r0 = 0; r0 < n; r0 += kAmxRows) {
     __m512 acc[kAmxRows];
@@ -150,14 +156,15 @@ void amx_panel_tile(GgmlType type, int64_t k, const uint8_t* p0, const uint8_t* 
       _tile_loadd(0, a_rows + b * sizeof(ActQ8) + offsetof(ActQ8, qs), act_stride);
       _tile_loadd(1, b_tiles + b * kBBytes, 64);
       _tile_zero(2);
-      _tile_dpbssd(2, 0, 1);
+      _tile_dpbsud(2, 0, 1);
       _tile_stored(2, c_tile, 64);
       const __m512 dwb = _mm512_loadu_ps(dw + b * kAmxRows);
       for (int r = 0; r < kAmxRows; ++r) {
         const ActQ8& a = *reinterpret_cast<const ActQ8*>(a_rows + r * act_stride + b * sizeof(ActQ8));
         // (masked form: GCC 12 warns of the unmasked one's undefined pass-through)
-        const __m512 c = _mm512_mask_cvtepi32_ps(_mm512_setzero_ps(), 0xFFFF, _mm512_loadu_si512(c_tile + 16 * r));
-        acc[r] = _mm512_fmadd_ps(c, _mm512_mul_ps(dwb, _mm512_set1_ps(a.d)), acc[r]);
+        const __m512 p = _mm512_mask_cvtepi32_ps(_mm512_setzero_ps(), 0xFFFF, _mm512_loadu_si512(c_tile + 16 * r));
+        const __m512 t = _mm512_fmsub_ps(p, _mm512_set1_ps(a.d), _mm512_set1_ps(offset * a.s));
+        acc[r] = _mm512_fmadd_ps(dwb, t, acc[r]);
         if (min) acc[r] = _mm512_fmadd_ps(_mm512_loadu_ps(mw + b * kAmxRows), _mm512_set1_ps(a.s), acc[r]);
       }
     }

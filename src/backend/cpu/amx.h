@@ -1,6 +1,6 @@
 // AMX (Advanced Matrix Extensions, Sapphire Rapids and later Xeons) for prompt-sized products of
-// the 32-element panel types: tiles of 16 activation rows x 16 weight rows, one TDPBSSD (int8 x
-// int8 -> int32) per 32-element block, the block scales applied in AVX-512 after each block.
+// the 32-element panel types: tiles of 16 activation rows x 16 weight rows, one TDPBSUD (int8 x
+// uint8 -> int32) per 32-element block, the block scales applied in AVX-512 after each block.
 // Decode (one activation row) stays on the panel kernels: a tile would idle 15 of its 16 rows.
 // Knows panels (panels.h) and ActQ8 (cpu_kernels.h); nothing of models or the backend.
 #pragma once

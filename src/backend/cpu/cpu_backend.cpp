@@ -233,13 +233,12 @@ class CpuBackend final : public HostBackend {
     const char* e = std::getenv("ONEBIT_W4A4");
     return e != nullptr && std::string_view(e) == "1";
   }();
-  // Several activation rows meet two panels at once (DotTable::panel2_by_type): by default on AMD
-  // (measured there: prompts 1.3-1.7x, docs/kernels.md), not yet on Intel, where an earlier
-  // 512-bit attempt measured slower; ONEBIT_CPU_DUAL_PANELS=1 / 0 forces it on / off.
+  // Several activation rows meet two panels at once (DotTable::panel2_by_type; products of 8 or
+  // 64 rows 1.2-2.5x on a Zen 4 EPYC, 1.1-1.7x on a Sapphire Rapids Xeon: docs/kernels.md);
+  // ONEBIT_CPU_DUAL_PANELS=0 turns it off.
   bool dual_panels_ = [] {
     const char* e = std::getenv("ONEBIT_CPU_DUAL_PANELS");
-    if (e != nullptr && e[0] != '\0') return std::string_view(e) != "0";
-    return cpu_features().amd;
+    return e == nullptr || e[0] == '\0' || std::string_view(e) != "0";
   }();
   std::vector<Scratch> scratch_;      // [n_threads]
   std::vector<uint8_t> act_;          // [n, row bytes of the activation format]
