@@ -58,8 +58,8 @@ void DraftGovernor::record(int32_t n_decoding, bool drafted, double ms, int32_t 
           turn_off(b, b.backoff);
           return;
         }
+        b.backoff = std::max(kRetryWait / 2, b.backoff / 2);  // paid: the waits shrink again
         if (b.state == State::kTrial) {
-          b.backoff = kRetryWait / 2;
           b.state = State::kOn;
           start_counting();
         } else {  // on: judge the next kTrialTurns drafted turns afresh, keep counting turns

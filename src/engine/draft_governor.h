@@ -11,7 +11,8 @@
 //          gave tokens faster than the baseline by kMargin, on; else (or as soon as kQuickTurns
 //          drafted turns were kQuickLoss slower) off, for twice as long as the last time
 //          (kRetryWait .. kMaxWait turns), so a drafter that does not pay costs a vanishing share
-//          of the turns;
+//          of the turns; each verdict that drafting paid halves that wait again, so a drafter
+//          that pays only now and then (a stretch of repetitive text) keeps long waits;
 //   on     drafting; after kOnTurns turns (or sooner, once kTrialTurns drafted turns were slower
 //          than the baseline) off for kFirstWait turns to measure the baseline afresh, then a trial.
 #pragma once
@@ -44,7 +45,7 @@ class DraftGovernor {
     State state = State::kOff;
     int32_t turns = 0;                     // plain turns (off), drafted turns (trial), turns (on)
     int32_t wait = kFirstWait;             // plain turns of this off period
-    int32_t backoff = kRetryWait / 2;      // the last off period after a failed trial
+    int32_t backoff = kRetryWait / 2;      // half the off period after the next failed verdict
     double plain_ms = 0, plain_tokens = 0;  // fading sums over plain turns
     double draft_ms = 0, draft_tokens = 0;  // sums over the trial's (or on period's) drafted turns
     int32_t drafted = 0;                    // drafted turns in those sums

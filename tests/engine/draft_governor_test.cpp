@@ -67,6 +67,12 @@ TEST(DraftGovernor, DraftingThatLosesGoesOffForEverLonger) {
     EXPECT_EQ(plain_until_allowed(g, 1), wait);
   }
   EXPECT_EQ(wait, G::kMaxWait);
+  // A trial that pays now and then halves the wait, and the next failure doubles it back: a
+  // drafter that pays only on some stretches keeps long waits.
+  EXPECT_EQ(drafted_while_allowed(g, 1, 2.0, 3, G::kTrialTurns), G::kTrialTurns);
+  EXPECT_TRUE(g.allows(1));
+  EXPECT_EQ(drafted_while_allowed(g, 1, 4.0, 2, 1000), G::kQuickTurns);
+  EXPECT_EQ(plain_until_allowed(g, 1), G::kMaxWait);
 }
 
 TEST(DraftGovernor, DraftingThatPaysStaysOnAndIsJudgedAfresh) {
