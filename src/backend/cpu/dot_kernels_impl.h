@@ -307,30 +307,23 @@ void dot_float(int64_t k, const void* w_row, const void* act, size_t stride, flo
   }
 }
 
-// Runtime n_x (1..kMaxDotRows) -> the compile-time register tile.
-template <template <int> class K>
-void by_rows(int64_t k, const void* w, const void* act, size_t stride, int n_x, float* out, size_t os) {
-  switch (n_x) {
-    case 1: return K<1>::run(k, w, act, stride, out, os);
-    case 2: return K<2>::run(k, w, act, stride, out, os);
-    case 3: return K<3>::run(k, w, act, stride, out, os);
-    default: return K<4>::run(k, w, act, stride, out, os);
+// Runtime n_x (1..Max; more takes Max) -> the compile-time register tile K<n_x>.
+template <template <int> class K, int Max, int N = 1>
+void by_rows_up_to(int64_t k, const void* w, const void* act, size_t stride, int n_x, float* out, size_t os) {
+  if constexpr (N < Max) {
+    if (n_x > N) return by_rows_up_to<K, Max, N + 1>(k, w, act, stride, n_x, out, os);
   }
+  K<N>::run(k, w, act, stride, out, os);
 }
 
-// The same up to kMaxDualRows (the two-panel kernels).
+// Up to kMaxDotRows rows a call, and up to kMaxDualRows (the two-panel kernels).
+template <template <int> class K>
+void by_rows(int64_t k, const void* w, const void* act, size_t stride, int n_x, float* out, size_t os) {
+  by_rows_up_to<K, kMaxDotRows>(k, w, act, stride, n_x, out, os);
+}
 template <template <int> class K>
 void by_rows8(int64_t k, const void* w, const void* act, size_t stride, int n_x, float* out, size_t os) {
-  switch (n_x) {
-    case 1: return K<1>::run(k, w, act, stride, out, os);
-    case 2: return K<2>::run(k, w, act, stride, out, os);
-    case 3: return K<3>::run(k, w, act, stride, out, os);
-    case 4: return K<4>::run(k, w, act, stride, out, os);
-    case 5: return K<5>::run(k, w, act, stride, out, os);
-    case 6: return K<6>::run(k, w, act, stride, out, os);
-    case 7: return K<7>::run(k, w, act, stride, out, os);
-    default: return K<8>::run(k, w, act, stride, out, os);
-  }
+  by_rows_up_to<K, kMaxDualRows>(k, w, act, stride, n_x, out, os);
 }
 
 // Up to kMaxDualRows for kernels whose registers hold 4 rows' sums: 5..8 rows as 4 + the rest.
