@@ -150,13 +150,16 @@ TEST_P(BackendOpsTest, MatmulEveryTypeOddShapes) {
     const std::vector<int64_t> ks = is_float(type) ? std::vector<int64_t>{17, 100}
                                     : blk == 32 ? std::vector<int64_t>{96, 416}
                                                 : std::vector<int64_t>{256, 768};
-    // m = 259 with n = 200: several output tiles both ways on CUDA's tensor cores, partial at the end.
+    // m = 259 with n = 200: several output tiles both ways on CUDA's tensor cores, partial at the end;
+    // m = 96 with 3 and 8 rows: CUDA's multi-row path on panels (whole 32-row groups), and k = 16384
+    // with 5 rows: too wide for 5 rows of x in shared memory at once (passes of 2, then 1).
     struct Shape {
       int64_t k, m, n;
     };
+    const int64_t wide = is_float(type) ? 16383 : 16384;
     for (const Shape& sh : {Shape{ks[0], 67, 1}, Shape{ks[0], 67, 3}, Shape{ks[0], 67, 17}, Shape{ks[0], 67, 64},
                             Shape{ks[1], 67, 1}, Shape{ks[1], 67, 3}, Shape{ks[1], 67, 17}, Shape{ks[1], 67, 64},
-                            Shape{ks[1], 259, 200}}) {
+                            Shape{ks[1], 259, 200}, Shape{ks[1], 96, 3}, Shape{ks[1], 96, 8}, Shape{wide, 32, 5}}) {
       const int64_t k = sh.k, m = sh.m, n = sh.n;
       const auto bytes = quantized(type, m, k, 7);
       const double budget = matmul_budget(bname(), type, n);
@@ -173,6 +176,34 @@ TEST_P(BackendOpsTest, MatmulEveryTypeOddShapes) {
               },
               budget);
       }
+    }
+  }
+}
+
+// Activation rows of very different magnitudes (1e-7 .. 1e5, as hidden states with outliers have)
+// in one product: each row's error within the budget on its own (CUDA's tensor cores scale each row
+// by a power of two into fp16's range first; without that, 1e5-sized rows overflow fp16 and
+// 1e-7-sized ones lose their bits to its subnormals).
+TEST_P(BackendOpsTest, MatmulRowsOfEveryMagnitude) {
+  const float mags[] = {1e5f, 1e-7f, 3e4f, 1.0f, 1e-3f, 7e2f};
+  for (GgmlType type : {GgmlType::kF16, GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_K}) {
+    const int64_t m = 67, k = block_of(type) == 256 ? 512 : 96, n = 24;
+    const auto bytes = quantized(type, m, k, 71);
+    auto x = random_floats(size_t(n * k), 72);
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t i = 0; i < k; ++i) x[size_t(r * k + i)] *= mags[r % 6];
+    std::vector<float> got, want;
+    for (Backend* b : {&be(), &ref()}) {
+      Tensor o = b->alloc(GgmlType::kF32, n, m).value();
+      b->matmul(b->weight_from_host(type, m, k, bytes).value(), input_view(*b, n, k, x), o);
+      (b == &be() ? got : want) = download(*b, o);
+    }
+    const double budget = matmul_budget(bname(), type, n);
+    for (int64_t r = 0; r < n; ++r) {
+      const std::vector<float> g(got.begin() + r * m, got.begin() + (r + 1) * m),
+          w(want.begin() + r * m, want.begin() + (r + 1) * m);
+      EXPECT_LE(nmse(g, w), budget) << bname() << " " << ggml_type_name(uint32_t(type)) << " row " << r
+                                    << " (activations ~" << mags[r % 6] << ")";
     }
   }
 }

@@ -1503,6 +1503,8 @@ class CudaBackend final : public Backend {
   CudaBackend(int device, cudaStream_t stream, int* err, int* host_err)
       : device_(device), stream_(stream), err_(err), host_err_(host_err), name_("cuda:" + std::to_string(device)) {
     allow_large_smem();
+    CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&zero_ids_), kMultiRows * sizeof(int32_t)));
+    CUDA_OK(cudaMemset(zero_ids_, 0, kMultiRows * sizeof(int32_t)));
   }
   ~CudaBackend() override {
     flush(false);
@@ -1511,6 +1513,8 @@ class CudaBackend final : public Backend {
     if (pinned_ != nullptr) cudaFreeHost(pinned_);
     buffers_.clear();
     if (scratch_ != nullptr) cudaFree(scratch_);
+    if (row_scales_ != nullptr) cudaFree(row_scales_);
+    cudaFree(zero_ids_);
     cudaFree(err_);
     cudaFreeHost(host_err_);
     cudaStreamDestroy(stream_);
@@ -1609,6 +1613,7 @@ class CudaBackend final : public Backend {
   bool rotates_inputs() const override { return true; }
   void matmul(const Tensor& w, const Tensor& x, const Tensor& out) override {
     if (w.in_rotation > 0) return matmul(unrotated(w), rotated(x, w.in_rotation), out);
+    if (mma_ && mma_matmul_applies(int(w.type), x.n_rows)) ensure_row_scales(x.n_rows);  // not while capturing
     op(kOpMatmul, [=, this] { matmul_now(w, x, out); }, w, x, out);
   }
   void add(const Tensor& a, const Tensor& b, const Tensor& out) override {
@@ -1761,6 +1766,7 @@ class CudaBackend final : public Backend {
       CUDA_LAUNCHED();
       return;
     }
+    if (n <= kMultiRows && panel_rows(w, x, out)) return;
     if (n <= kMultiRows && size_t(n * k) * sizeof(float) <= kMatvecSmemLimit) {
       const size_t shm = size_t(n * k) * sizeof(float);
       const unsigned grid = blocks_for(m, kMatvecRowsPerBlock);
@@ -1779,8 +1785,10 @@ class CudaBackend final : public Backend {
     if (mma_ && mma_matmul_applies(int(w.type), n)) {
       const dim3 grid(blocks_for(m, kMmaM), blocks_for(n, kMmaN));
       const bool x_vec = reinterpret_cast<uintptr_t>(xp) % 16 == 0 && fstride(x) % 4 == 0 && k % 16 == 0;
+      ONEBIT_CHECK(row_scales_ != nullptr && n <= row_scales_n_);
+      mma_row_scale_kernel<<<unsigned(n), 256, 0, stream_>>>(xp, fstride(x), k, row_scales_);
       ONEBIT_CUDA_TYPE_SWITCH(w.type, matmul_mma_kernel<T><<<grid, kMmaThreads, 0, stream_>>>(
-          dptr(w), w.row_stride_bytes, xp, fstride(x), op, fstride(out), m, n, k, x_vec));
+          dptr(w), w.row_stride_bytes, xp, fstride(x), op, fstride(out), m, n, k, x_vec, row_scales_));
       CUDA_LAUNCHED();
       return;
     }
@@ -2220,6 +2228,18 @@ class CudaBackend final : public Backend {
     return buffers_.back().get();
   }
 
+  // The tensor-core path's per-row activation scales (mma_matmul.cuh): grown at record time, when
+  // no graph is being captured; the graphs captured with the old buffer are dropped with it.
+  void ensure_row_scales(int64_t n) {
+    if (n <= row_scales_n_) return;
+    const int64_t cap = std::max<int64_t>(n, 2 * row_scales_n_);
+    CUDA_OK(cudaStreamSynchronize(stream_));
+    drop_graphs();
+    if (row_scales_ != nullptr) CUDA_OK(cudaFree(row_scales_));
+    CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&row_scales_), size_t(cap) * sizeof(float)));
+    row_scales_n_ = cap;
+  }
+
   uint8_t* scratch(size_t n) {
     if (n > scratch_bytes_) {
       CUDA_OK(cudaStreamSynchronize(stream_));
@@ -2284,6 +2304,40 @@ class CudaBackend final : public Backend {
     return true;
   }
 
+  // 2..8 activation rows on a weight's panel copy (whole 32-row groups): the grouped MoE kernel
+  // with one expert and every row routed to it, so each panel unit is loaded once for all rows
+  // (matvec_multi_kernel, the row path, dequantizes element by element: slower than one row on
+  // the panels). False where the weight has no such copy.
+  bool panel_rows(const Tensor& w, const Tensor& x, const Tensor& out) {
+    const CudaBuffer* b = static_cast<const CudaBuffer*>(w.buffer);
+    const int64_t m = w.n_rows, n = x.n_rows, k = w.n_cols;
+    if (b->panel == nullptr || w.offset_bytes != 0 || m != b->panel_rows || k != b->panel_cols || m % 32 != 0 ||
+        n > kMultiRows) {
+      return false;
+    }
+    MoeArgs a{};
+    a.w = dptr(w), a.w_stride = w.row_stride_bytes, a.m = m, a.k = k, a.n_experts = 1;
+    a.x = fptr(x), a.x_stride = fstride(x), a.shared_x = true;
+    a.ids = zero_ids_, a.ids_stride = 1, a.top_k = 1, a.pairs = n;
+    a.out = fptr(out), a.o_stride = fstride(out), a.err = err_;
+    bool done = false;
+    ONEBIT_CUDA_PANEL_SWITCH(w.type, {
+      using F = PanelFmt<T>;
+      const int64_t n_units = (k + F::E - 1) / F::E;
+      const size_t row_bytes = size_t(n_units) * (F::E + (T == kQ4_K ? 8 : 0)) * sizeof(float);
+      const size_t red_bytes = size_t(kPanelWarps) * kMoeBatch * 32 * sizeof(float);
+      const size_t fit = kMatvecSmemLimit > red_bytes ? (kMatvecSmemLimit - red_bytes) / row_bytes : 0;
+      if (fit >= 1) {
+        a.batch = int(std::min<size_t>({size_t(kMoeBatch), fit, size_t(n)}));
+        moe_panel_grouped_kernel<T><<<dim3(unsigned(m / 32), 1), kPanelThreads,
+                                      size_t(a.batch) * row_bytes + red_bytes, stream_>>>(b->panel, n_units, a);
+        done = true;
+      }
+    });
+    if (done) CUDA_LAUNCHED();
+    return done;
+  }
+
   bool delta_smem_set_ = false;  // gated_delta_kernel's shared memory limit raised
   Tensor rot_;                   // the rotated input of a Hadamard-rotated weight (rotated())
   void ensure_smem_attr(int type, const void* fn) {
@@ -2333,6 +2387,9 @@ class CudaBackend final : public Backend {
   std::vector<std::unique_ptr<CudaBuffer>> buffers_;
   uint8_t* scratch_ = nullptr;
   size_t scratch_bytes_ = 0;
+  float* row_scales_ = nullptr;  // ensure_row_scales
+  int32_t* zero_ids_ = nullptr;   // kMultiRows zeros: panel_rows' routing (every row to "expert" 0)
+  int64_t row_scales_n_ = 0;
   bool smem_attr_set_[32] = {};
 };
 

@@ -7,8 +7,9 @@
 // warps, each 32 x 32 outputs as 2 x 4 mma.sync m16n8k16 (fp16 in, fp32 accumulate), fragments by
 // ldmatrix. The next k-step's bytes are loaded into registers while this one multiplies. The
 // error against the float path: two fp16 roundings per product (~2^-12 relative each), nmse ~1e-7
-// on random data; fp16's range (65504) holds the activations a product sees (llama.cpp's cuBLAS
-// path makes the same choice).
+// on random data. Each activation row is first divided by a power of two that puts its largest
+// value at 2^13..2^14 (mma_row_scale_kernel; the sums are multiplied back): no row overflows fp16
+// or loses bits to its subnormals, whatever its magnitude.
 #pragma once
 
 #include <cuda_fp16.h>
@@ -57,13 +58,33 @@ __device__ __forceinline__ void store_half8(__half* dst, const float* v) {
                                               pack_half2(v[4], v[5]), pack_half2(v[6], v[7]));
 }
 
+// scale[r] = a power of two that brings row r's largest |x| into [2^13, 2^14) (1 for a zero or
+// non-finite row), so that x / scale never overflows fp16 (65504) nor falls into its subnormals;
+// dividing and multiplying back by a power of two is exact. A block of 256 threads per row.
+__global__ void __launch_bounds__(256) mma_row_scale_kernel(const float* __restrict__ x, size_t x_stride, int64_t k,
+                                                            float* __restrict__ scale) {
+  __shared__ float part[8];
+  const float* xr = x + size_t(blockIdx.x) * x_stride;
+  float m = 0.f;
+  for (int64_t i = threadIdx.x; i < k; i += blockDim.x) m = fmaxf(m, fabsf(xr[i]));
+  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = m;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float amax = 0.f;
+    for (int w = 0; w < 8; ++w) amax = fmaxf(amax, part[w]);
+    scale[blockIdx.x] = amax > 0.f && isfinite(amax) ? ldexpf(1.f, ilogbf(amax) - 13) : 1.f;
+  }
+}
+
 // x_vec: x's rows start 16-byte aligned and k % 16 == 0, so a thread's 16 activations of a k-step
-// are four float4 loads, all inside k or all past it.
+// are four float4 loads, all inside k or all past it. scale: mma_row_scale_kernel's, per x row.
 template <int T>
 __global__ void __launch_bounds__(kMmaThreads) matmul_mma_kernel(const uint8_t* __restrict__ w, size_t w_stride,
                                                                  const float* __restrict__ x, size_t x_stride,
                                                                  float* __restrict__ out, size_t o_stride, int64_t m,
-                                                                 int64_t n, int64_t k, bool x_vec) {
+                                                                 int64_t n, int64_t k, bool x_vec,
+                                                                 const float* __restrict__ scale) {
   __shared__ __align__(16) __half ws[kMmaM * kMmaLd];  // [128 weight rows][k-step]
   __shared__ __align__(16) __half xs[kMmaN * kMmaLd];  // [64 activation rows][k-step]
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
@@ -75,6 +96,7 @@ __global__ void __launch_bounds__(kMmaThreads) matmul_mma_kernel(const uint8_t* 
   const int w_row = tid / 2, w_chunk = tid % 2, x_row = tid / 4, x_col = 16 * (tid % 4);
   const uint8_t* wr = m0 + w_row < m ? w + size_t(m0 + w_row) * w_stride : nullptr;
   const float* xr = n0 + x_row < n ? x + size_t(n0 + x_row) * x_stride : nullptr;
+  const float x_inv = xr != nullptr ? 1.f / scale[n0 + x_row] : 1.f;  // exact: a power of two
   ChunkRaw<T> raw;
   float xv[16];
   bool w_in = false;
@@ -111,6 +133,8 @@ __global__ void __launch_bounds__(kMmaThreads) matmul_mma_kernel(const uint8_t* 
       __half* dst = ws + w_row * kMmaLd + 32 * w_chunk;
 #pragma unroll
       for (int q = 0; q < 4; ++q) store_half8(dst + 8 * q, v + 8 * q);
+#pragma unroll
+      for (int i = 0; i < 16; ++i) xv[i] *= x_inv;
       __half* xd = xs + x_row * kMmaLd + x_col;
       store_half8(xd, xv);
       store_half8(xd + 8, xv + 8);
@@ -151,7 +175,7 @@ __global__ void __launch_bounds__(kMmaThreads) matmul_mma_kernel(const uint8_t* 
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int64_t mm = m0 + 32 * wm + 16 * i + g + 8 * h, nn = n0 + 32 * wn + 8 * j + 2 * t + e;
-          if (mm < m && nn < n) out[size_t(nn) * o_stride + size_t(mm)] = acc[i][j][2 * h + e];
+          if (mm < m && nn < n) out[size_t(nn) * o_stride + size_t(mm)] = acc[i][j][2 * h + e] * scale[nn];
         }
 }
 
