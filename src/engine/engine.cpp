@@ -391,6 +391,7 @@ void Engine::finish(Live& live, FinishReason reason, const std::string& error) {
   live.stats.n_generated_tokens = live.n_generated;
   scheduler_.remove(&live.seq);
   if (options_.drafter && live.draft_len > 0) options_.drafter->forget(live.seq.id);
+  keep_rows_buffer(live.seen_rows);
   held_.erase(std::remove(held_.begin(), held_.end(), &live), held_.end());
   auto handle = std::move(live.handle);
   const SequenceStats stats = live.stats;
@@ -651,7 +652,13 @@ void Engine::retire_drafting(Live& live) {
   options_.drafter->forget(live.seq.id);
   live.draft_len = 0;
   live.seen_n = 0;
-  live.seen_rows = {};
+  keep_rows_buffer(live.seen_rows);
+}
+
+void Engine::keep_rows_buffer(std::vector<float>& rows) {
+  rows.clear();
+  if (rows.capacity() > 0 && spare_rows_.size() < size_t(layout_.total_slots())) spare_rows_.push_back(std::move(rows));
+  rows = {};
 }
 
 // In calls of at most a step's tokens (what the drafter sized its buffers for), a long range in
@@ -705,6 +712,10 @@ void Engine::collect_observations(const StepPlan& plan) {
       live.seen_n = 0;
     } else {
       live.seen_n = r.first - live.seen_first;
+    }
+    if (live.seen_rows.capacity() == 0 && !spare_rows_.empty()) {
+      live.seen_rows = std::move(spare_rows_.back());
+      spare_rows_.pop_back();
     }
     live.seen_rows.resize(size_t(live.seen_n) * width);
     live.seen_rows.insert(live.seen_rows.end(), out_.captured.begin() + ptrdiff_t(first_row * width),

@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""Decode speed of several `1bit serve` configurations, interleaved request by request.
+
+`1bit bench` runs one configuration's phase after another, so on a shared machine whose speed
+drifts by 10-20% within a minute, differences of a few percent between configurations drown. Here
+every configuration's server runs at once (idle ones sleep) and each prompt goes to each
+configuration in turn, so drift reaches all of them alike; the first configuration is the
+reference every other is reported against (median and mean of the per-request decode tok/s,
+`timings.predicted_per_second`), with the drafted and accepted tokens the replies report.
+
+  python3 bench/interleaved_decode.py --binary build/bin/1bit -m models/onebit-20m-q8_0.gguf \\
+      --config off="--threads 2" --config mtp="--threads 2 --mtp models/onebit-20m-mtp-q8_0.gguf" \\
+      --rounds 8 --tokens 128
+
+A configuration may add request fields after a `|`, and use another configuration's server
+with `@NAME` for its options: --config mtp0='@mtp|{"speculative.n_max": 0}'. Every other
+configuration gets a server of its own (two with the same options: a control for the noise).
+"""
+import argparse
+import json
+import shlex
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+
+PROMPTS = [  # code, prose and short continuations (completions: no chat template needed)
+    "def is_prime(n):\n    \"\"\"Return True if n is prime.\"\"\"\n",
+    "Once upon a time, a lighthouse keeper found a message in a bottle. ",
+    "import os\nimport sys\n\ndef main():\n",
+    "The capital of France is",
+    "class Stack:\n    def __init__(self):\n",
+    "The history of the printing press begins",
+]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def post(port, body):
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=600) as r:
+        return json.load(r)
+
+
+def wait_ready(port, proc, what):
+    for _ in range(600):
+        if proc.poll() is not None:
+            sys.exit(f"interleaved_decode: the server of {what} exited ({proc.returncode}); see its log")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.1)
+    sys.exit(f"interleaved_decode: the server of {what} did not become ready in 60 s")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--binary", default="build/bin/1bit")
+    ap.add_argument("-m", "--model", required=True)
+    ap.add_argument("--config", action="append", required=True, help='NAME="serve options[|request JSON]"')
+    ap.add_argument("--rounds", type=int, default=8)
+    ap.add_argument("--tokens", type=int, default=128)
+    a = ap.parse_args()
+    configs = []  # (name, serve options, extra request fields)
+    for c in a.config:
+        name, sep, rest = c.partition("=")
+        if not sep or not name:
+            sys.exit(f"interleaved_decode: --config {c!r}: give NAME=\"serve options\"")
+        opts, _, extra = rest.partition("|")
+        try:
+            fields = json.loads(extra) if extra.strip() else {}
+        except json.JSONDecodeError as e:
+            sys.exit(f"interleaved_decode: --config {name}: the request fields after '|' are not JSON ({e})")
+        configs.append((name, opts.strip(), fields))
+    servers = {}  # configuration name -> (port, process)
+    try:
+        for name, opts, _ in configs:
+            if opts.startswith("@"):
+                if opts[1:] not in servers:
+                    sys.exit(f"interleaved_decode: --config {name}: {opts} names no configuration before it")
+                servers[name] = servers[opts[1:]]
+                continue
+            port = free_port()
+            log = open(f"/tmp/interleaved-{port}.log", "w")
+            proc = subprocess.Popen([a.binary, "serve", "-m", a.model, "--port", str(port)] + shlex.split(opts),
+                                    stdout=log, stderr=subprocess.STDOUT)
+            servers[name] = (port, proc)
+            wait_ready(port, proc, name)
+        rates = {name: [] for name, _, _ in configs}
+        drafts = {name: [0, 0] for name, _, _ in configs}
+        for r in range(a.rounds):
+            for prompt in PROMPTS:
+                for name, _, fields in configs:
+                    body = {"prompt": prompt, "max_tokens": a.tokens, "temperature": 0, "ignore_eos": True}
+                    body.update(fields)
+                    t = post(servers[name][0], body)["timings"]
+                    rates[name].append(t["predicted_per_second"])
+                    drafts[name][0] += t.get("draft_n", 0)
+                    drafts[name][1] += t.get("draft_n_accepted", 0)
+            print(f"round {r + 1}/{a.rounds} done", file=sys.stderr)
+        ref = configs[0][0]
+        ref_med, ref_mean = statistics.median(rates[ref]), statistics.mean(rates[ref])
+        print(f"| config | decode tok/s median | mean | best | vs {ref} (median / mean) | drafted | accepted |")
+        print("|---|---|---|---|---|---|---|")
+        for name, _, _ in configs:
+            xs = rates[name]
+            med, mean = statistics.median(xs), statistics.mean(xs)
+            print(f"| {name} | {med:.1f} | {mean:.1f} | {max(xs):.1f} | {med / ref_med - 1:+.1%} / {mean / ref_mean - 1:+.1%} "
+                  f"| {drafts[name][0]} | {drafts[name][1]} |")
+    finally:
+        procs = {id(p): p for _, p in servers.values()}.values()
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.wait()
+
+
+if __name__ == "__main__":
+    main()
