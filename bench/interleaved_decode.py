@@ -5,12 +5,13 @@
 drifts by 10-20% within a minute, differences of a few percent between configurations drown. Here
 every configuration's server runs at once (idle ones sleep) and each prompt goes to each
 configuration in turn, so drift reaches all of them alike; the first configuration is the
-reference every other is reported against (median and mean of the per-request decode tok/s,
-`timings.predicted_per_second`), with the drafted and accepted tokens the replies report.
+reference every other is reported against: per request alone its decode tok/s
+(`timings.predicted_per_second`), per batch of N requests at once (`--concurrency`) their tokens
+over the wall clock; median and mean, and the drafted and accepted tokens the replies report.
 
   python3 bench/interleaved_decode.py --binary build/bin/1bit -m models/onebit-20m-q8_0.gguf \\
       --config off="--threads 2" --config mtp="--threads 2 --mtp models/onebit-20m-mtp-q8_0.gguf" \\
-      --rounds 8 --tokens 128
+      --rounds 8 --tokens 128 --concurrency 1,4,16
 
 A configuration may add request fields after a `|`, and use another configuration's server
 with `@NAME` for its options: --config mtp0='@mtp|{"speculative.n_max": 0}'. Every other
@@ -25,6 +26,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 
 PROMPTS = [  # code, prose and short continuations (completions: no chat template needed)
     "def is_prime(n):\n    \"\"\"Return True if n is prime.\"\"\"\n",
@@ -70,7 +72,10 @@ def main():
     ap.add_argument("--config", action="append", required=True, help='NAME="serve options[|request JSON]"')
     ap.add_argument("--rounds", type=int, default=8)
     ap.add_argument("--tokens", type=int, default=128)
+    ap.add_argument("--concurrency", default="1",
+                    help="comma-separated numbers of requests at once (above 1: total tok/s of the batch, wall clock)")
     a = ap.parse_args()
+    levels = [int(x) for x in a.concurrency.split(",")]
     configs = []  # (name, serve options, extra request fields)
     for c in a.config:
         name, sep, rest = c.partition("=")
@@ -96,27 +101,40 @@ def main():
                                     stdout=log, stderr=subprocess.STDOUT)
             servers[name] = (port, proc)
             wait_ready(port, proc, name)
-        rates = {name: [] for name, _, _ in configs}
+        rates = {(name, n): [] for name, _, _ in configs for n in levels}
         drafts = {name: [0, 0] for name, _, _ in configs}
         for r in range(a.rounds):
             for prompt in PROMPTS:
-                for name, _, fields in configs:
-                    body = {"prompt": prompt, "max_tokens": a.tokens, "temperature": 0, "ignore_eos": True}
-                    body.update(fields)
-                    t = post(servers[name][0], body)["timings"]
-                    rates[name].append(t["predicted_per_second"])
-                    drafts[name][0] += t.get("draft_n", 0)
-                    drafts[name][1] += t.get("draft_n_accepted", 0)
+                for n in levels:
+                    for name, _, fields in configs:
+                        body = {"prompt": prompt, "max_tokens": a.tokens, "temperature": 0, "ignore_eos": True}
+                        body.update(fields)
+                        start = time.perf_counter()
+                        with ThreadPoolExecutor(n) as pool:
+                            replies = list(pool.map(lambda _: post(servers[name][0], body), range(n)))
+                        wall = time.perf_counter() - start
+                        timings = [reply["timings"] for reply in replies]
+                        # one request: its own decode speed; several: the batch's tokens over the wall clock
+                        rates[(name, n)].append(timings[0]["predicted_per_second"] if n == 1 else
+                                                sum(t["predicted_n"] for t in timings) / wall)
+                        drafts[name][0] += sum(t.get("draft_n", 0) for t in timings)
+                        drafts[name][1] += sum(t.get("draft_n_accepted", 0) for t in timings)
             print(f"round {r + 1}/{a.rounds} done", file=sys.stderr)
         ref = configs[0][0]
-        ref_med, ref_mean = statistics.median(rates[ref]), statistics.mean(rates[ref])
-        print(f"| config | decode tok/s median | mean | best | vs {ref} (median / mean) | drafted | accepted |")
-        print("|---|---|---|---|---|---|---|")
+        print(f"| config | requests at once | tok/s median | mean | best | vs {ref} (median / mean) |")
+        print("|---|---|---|---|---|---|")
+        for n in levels:
+            ref_med, ref_mean = statistics.median(rates[(ref, n)]), statistics.mean(rates[(ref, n)])
+            for name, _, _ in configs:
+                xs = rates[(name, n)]
+                med, mean = statistics.median(xs), statistics.mean(xs)
+                print(f"| {name} | {n} | {med:.1f} | {mean:.1f} | {max(xs):.1f} | "
+                      f"{med / ref_med - 1:+.1%} / {mean / ref_mean - 1:+.1%} |")
+        print()
+        print("| config | drafted tokens | accepted |")
+        print("|---|---|---|")
         for name, _, _ in configs:
-            xs = rates[name]
-            med, mean = statistics.median(xs), statistics.mean(xs)
-            print(f"| {name} | {med:.1f} | {mean:.1f} | {max(xs):.1f} | {med / ref_med - 1:+.1%} / {mean / ref_mean - 1:+.1%} "
-                  f"| {drafts[name][0]} | {drafts[name][1]} |")
+            print(f"| {name} | {drafts[name][0]} | {drafts[name][1]} |")
     finally:
         procs = {id(p): p for _, p in servers.values()}.values()
         for proc in procs:
