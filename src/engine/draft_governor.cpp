@@ -54,10 +54,12 @@ void DraftGovernor::record(int32_t n_decoding, bool drafted, double ms, int32_t 
       }
       if (b.drafted >= kTrialTurns || (b.drafted >= kQuickTurns && !pays(b, 1.0 - kQuickLoss))) {
         if (!pays(b, kMargin)) {
+          ++failed_;
           b.backoff = std::min(2 * b.backoff, kMaxWait);
           turn_off(b, b.backoff);
           return;
         }
+        ++paid_;
         b.backoff = std::max(kRetryWait / 2, b.backoff / 2);  // paid: the waits shrink again
         if (b.state == State::kTrial) {
           b.state = State::kOn;

@@ -38,6 +38,9 @@ class DraftGovernor {
   // After a decode-only turn (no prompt tokens) of n_decoding sequences: whether it carried a
   // draft, its time, and the tokens it gave (kept drafts and each sequence's own token).
   void record(int32_t n_decoding, bool drafted, double ms, int32_t tokens);
+  // Verdicts so far (every bucket): drafting paid, or did not (it went off).
+  int64_t verdicts_paid() const { return paid_; }
+  int64_t verdicts_failed() const { return failed_; }
 
  private:
   enum class State { kOff, kTrial, kOn };
@@ -57,6 +60,7 @@ class DraftGovernor {
   static void turn_off(Bucket& b, int32_t wait);
 
   std::array<Bucket, 8> buckets_{};
+  int64_t paid_ = 0, failed_ = 0;
 };
 
 }  // namespace onebit

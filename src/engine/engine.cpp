@@ -333,6 +333,9 @@ void Engine::publish() {
   s.preemptions = st.preemptions;
   s.steps = st.steps;
   s.step_tokens = st.step_tokens;
+  s.draft_verdicts_paid = governor_.verdicts_paid();
+  s.draft_verdicts_failed = governor_.verdicts_failed();
+  s.draft_retired = retired_;
   std::lock_guard<std::mutex> lock(mu_);
   s.last_step_tokens = published_.last_step_tokens;
   published_ = std::move(s);
@@ -649,6 +652,7 @@ void Engine::propose_drafts() {
 }
 
 void Engine::retire_drafting(Live& live) {
+  ++retired_;
   options_.drafter->forget(live.seq.id);
   live.draft_len = 0;
   live.seen_n = 0;

@@ -176,6 +176,9 @@ struct EngineState {
   int64_t steps = 0;
   int64_t step_tokens = 0;   // over all steps
   int32_t last_step_tokens = 0;
+  int64_t draft_verdicts_paid = 0;    // the draft governor's verdicts (draft_governor.h)
+  int64_t draft_verdicts_failed = 0;
+  int64_t draft_retired = 0;          // sequences that stopped drafting for good
 };
 
 // Sizes the K/V pool and step limits for `options` (pure): errors name the option to change.
@@ -297,6 +300,7 @@ class Engine {
   StepCostFit decode_cost_;          // decode steps' time against their tokens (drafting's cost)
   DraftGovernor governor_;           // whether drafting pays at each number of decoding sequences
   int32_t step_tokens_ = 0;          // tokens the last step gave (sample_and_stream)
+  int64_t retired_ = 0;              // sequences retire_drafting stopped
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -36,6 +36,13 @@ std::string Metrics::prometheus_text(const EngineGauges& g) const {
   emit(out, "onebit_draft_steps_total", "counter",
        "Verification steps that carried a draft (accepted per step and draft length: the two above over this).",
        draft_steps_total_.load());
+  emit(out, "onebit_draft_verdicts_paid_total", "counter",
+       "Times the draft governor found drafted decode turns faster than plain ones (drafting stays on).",
+       double(g.draft_verdicts_paid));
+  emit(out, "onebit_draft_verdicts_failed_total", "counter",
+       "Times the draft governor found drafting not paying and turned it off for a while.", double(g.draft_verdicts_failed));
+  emit(out, "onebit_draft_sequences_retired_total", "counter",
+       "Sequences that decoded 512 tokens without a draft and stopped drafting.", double(g.draft_retired));
   emit(out, "onebit_requests_queued", "gauge", "Sequences waiting for admission (preempted ones included).", double(g.queued));
   emit(out, "onebit_requests_processing", "gauge", "Sequences running.", double(g.running));
   emit(out, "onebit_kv_blocks_used", "gauge", "K/V blocks held by sequences.", double(g.blocks_used));

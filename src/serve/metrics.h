@@ -14,6 +14,7 @@ struct EngineGauges {
   int64_t blocks_used = 0, blocks_free = 0, blocks_cached = 0;
   int64_t prefix_hit_tokens = 0, preemptions = 0;
   int64_t steps = 0, step_tokens = 0, last_step_tokens = 0;
+  int64_t draft_verdicts_paid = 0, draft_verdicts_failed = 0, draft_retired = 0;
 };
 
 class Metrics {

@@ -309,6 +309,9 @@ void NativeBackend::relay(const http::Request& req, http::Response& res) {
     g.steps = s.steps;
     g.step_tokens = s.step_tokens;
     g.last_step_tokens = s.last_step_tokens;
+    g.draft_verdicts_paid = s.draft_verdicts_paid;
+    g.draft_verdicts_failed = s.draft_verdicts_failed;
+    g.draft_retired = s.draft_retired;
     res.status = 200;
     res.set_content(engine_->metrics(pool_).prometheus_text(g), "text/plain; version=0.0.4");
     return;

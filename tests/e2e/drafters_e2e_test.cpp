@@ -129,6 +129,12 @@ TEST(DrafterE2e, EveryDrafterKeepsTheGreedyReplies) {
     EXPECT_EQ(metric(s, "onebit_draft_steps_total"), steps);
     EXPECT_LE(steps, drafted);
     EXPECT_GT(steps, 0);
+    // Fixed-length drafting (--mtp-fixed) is not governed (n-gram is: its verdicts depend on timing;
+    // the counters must be there, -1 when absent).
+    const int64_t verdicts = metric(s, "onebit_draft_verdicts_paid_total") + metric(s, "onebit_draft_verdicts_failed_total");
+    if (c.name == "ngram") EXPECT_GE(verdicts, 0);
+    else EXPECT_EQ(verdicts, 0);
+    EXPECT_EQ(metric(s, "onebit_draft_sequences_retired_total"), 0) << "replies of at most 64 tokens never go 512 without a draft";
     EXPECT_GT(drafted, c.name == "ngram" ? 0 : generated / 2) << "a fixed-length drafter drafts every step";
     if (c.name == "self") EXPECT_EQ(accepted, drafted) << "the target drafting for itself must be right every time";
     // Four at once; every other request does not draft (speculative.n_max 0).

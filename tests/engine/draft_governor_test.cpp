@@ -60,6 +60,8 @@ TEST(DraftGovernor, DraftingThatLosesGoesOffForEverLonger) {
   // Clearly slower (2 ms a token): found after kQuickTurns.
   EXPECT_EQ(drafted_while_allowed(g, 1, 4.0, 2, 1000), G::kQuickTurns);
   EXPECT_EQ(plain_until_allowed(g, 1), 2 * G::kRetryWait);
+  EXPECT_EQ(g.verdicts_failed(), 2);
+  EXPECT_EQ(g.verdicts_paid(), 0);
   int wait = 2 * G::kRetryWait;
   for (int i = 0; i < 12; ++i) {
     drafted_while_allowed(g, 1, 4.0, 2, 1000);
@@ -140,6 +142,7 @@ class TimedDrafter final : public Drafter {
 struct GovernedRun {
   bool exact = false;
   SequenceStats stats;
+  EngineState state;  // after the sequence ended
 };
 
 GovernedRun run_governed(std::shared_ptr<Drafter> drafter, double step_ms, int32_t n_predict) {
@@ -165,6 +168,7 @@ GovernedRun run_governed(std::shared_ptr<Drafter> drafter, double step_ms, int32
   GovernedRun out;
   out.exact = testing::run_to_end(**engine, req, &ev) == fake_continuation(prompt, n_predict, kVocab);
   out.stats = ev.stats;
+  out.state = (*engine)->state();
   return out;
 }
 
@@ -183,6 +187,9 @@ TEST(DraftGovernorEngine, ADrafterThatOnlyCostsIsStoppedAndRetired) {
   // (without retirement it is shown every 512 positions).
   EXPECT_EQ(d->forgotten, 1);
   EXPECT_LT(d->last_seen, kTokens - 1024) << r.stats.n_draft_steps;
+  EXPECT_EQ(r.state.draft_retired, 1);
+  EXPECT_GE(r.state.draft_verdicts_failed, 4);  // the trials before the 1,024-turn wait
+  EXPECT_EQ(r.state.draft_verdicts_paid, 0);
 }
 
 TEST(DraftGovernorEngine, ADrafterThatPaysKeepsDrafting) {
@@ -195,6 +202,8 @@ TEST(DraftGovernorEngine, ADrafterThatPaysKeepsDrafting) {
   // The baseline's 16 plain steps and a few of the cost model's exploring lengths; the rest drafts
   // (more than 3/4 of the tokens when the machine is quiet; half leaves room for a busy one, whose
   // hiccups can mislead the cost model's line for a while).
+  EXPECT_GE(r.state.draft_verdicts_paid, 1);
+  EXPECT_EQ(r.state.draft_retired, 0);
   EXPECT_GT(r.stats.n_draft_accepted, kTokens / 2) << r.stats.n_draft_steps << " steps, " << r.stats.n_draft_tokens << " drafted";
 }
 
