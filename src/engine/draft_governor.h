@@ -13,8 +13,9 @@
 //          (kRetryWait .. kMaxWait turns), so a drafter that does not pay costs a vanishing share
 //          of the turns; each verdict that drafting paid halves that wait again, so a drafter
 //          that pays only now and then (a stretch of repetitive text) keeps long waits;
-//   on     drafting; after kOnTurns turns (or sooner, once kTrialTurns drafted turns were slower
-//          than the baseline) off for kFirstWait turns to measure the baseline afresh, then a trial.
+//   on     drafting, judged again every kTrialTurns drafted turns (a failed verdict: off as
+//          after a failed trial); after kOnTurns turns off for kFirstWait turns to measure the
+//          baseline afresh, then a trial.
 #pragma once
 
 #include <array>
@@ -46,7 +47,7 @@ class DraftGovernor {
   enum class State { kOff, kTrial, kOn };
   struct Bucket {
     State state = State::kOff;
-    int32_t turns = 0;                     // plain turns (off), drafted turns (trial), turns (on)
+    int32_t turns = 0;                     // plain turns (off), all turns (on); unused in a trial
     int32_t wait = kFirstWait;             // plain turns of this off period
     int32_t backoff = kRetryWait / 2;      // half the off period after the next failed verdict
     double plain_ms = 0, plain_tokens = 0;  // fading sums over plain turns

@@ -6,9 +6,10 @@
 //   t = P * da[r] - offset * s[r]          (offset: 8 Q4_0, 16 Q5_0, 128 Q8_0, else 0)
 //   acc[r][j] += dw[j] * t                 (then += mw[j] * s[r] for Q4_1 / Q5_1)
 // so a row's outputs carry the same bits as from the panel kernels and from decode's matrix-vector
-// kernels: a prompt, a verification step or a batch of streams computes each row as alone. B's layout (Intel SDM vol. 1, 18.2: "VNNI" rows of 4 bytes
-// per column) is the panels' own: panel code group c holds elements 4c .. 4c+3 of each of 8 rows,
-// one 32-bit lane per row, so B row c is group c of p0 then group c of p1.
+// kernels: a prompt, a verification step or a batch of streams computes each row as alone.
+// B's layout (Intel SDM vol. 1, 18.2: "VNNI" rows of 4 bytes per column) is the panels' own:
+// panel code group c holds elements 4c .. 4c+3 of each of 8 rows, one 32-bit lane per row, so B
+// row c is group c of p0 then group c of p1.
 // Every header is included before the target pragma so that no shared inline code is compiled for it.
 #include "backend/cpu/amx.h"
 
