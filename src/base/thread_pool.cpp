@@ -32,6 +32,8 @@ ThreadPool::~ThreadPool() {
 void ThreadPool::work(uint32_t generation, int thread_idx) {
   const int64_t n = n_.load(std::memory_order_acquire);
   const int64_t chunk = chunk_.load(std::memory_order_acquire);
+  const bool guided = guided_.load(std::memory_order_acquire);
+  const int64_t share = 2 * int64_t(n_threads_);
   const Thunk fn = fn_.load(std::memory_order_acquire);
   void* ctx = ctx_.load(std::memory_order_acquire);
   uint64_t c = claim_.load(std::memory_order_acquire);
@@ -39,8 +41,10 @@ void ThreadPool::work(uint32_t generation, int thread_idx) {
   for (;;) {
     // A claim tagged with another generation means these fields may be another job's: stop.
     if ((c >> 32) != generation || int64_t(c & kIndexMask) >= n) break;
-    if (!claim_.compare_exchange_weak(c, c + uint64_t(chunk), std::memory_order_acq_rel)) continue;
-    const int64_t begin = int64_t(c & kIndexMask), end = std::min(n, begin + chunk);
+    const int64_t next = int64_t(c & kIndexMask);
+    const int64_t take = guided ? std::max(chunk, (n - next + share - 1) / share) : chunk;
+    if (!claim_.compare_exchange_weak(c, c + uint64_t(take), std::memory_order_acq_rel)) continue;
+    const int64_t begin = next, end = std::min(n, begin + take);
     fn(ctx, begin, end, thread_idx);
     done += end - begin;
     c = claim_.load(std::memory_order_acquire);
@@ -82,6 +86,7 @@ void ThreadPool::run(Parallel strategy, int64_t n, int64_t chunk, Thunk fn, void
   claim_.store(uint64_t(g) << 32 | kIndexMask, std::memory_order_relaxed);
   n_.store(n, std::memory_order_release);
   chunk_.store(c, std::memory_order_release);
+  guided_.store(strategy == Parallel::kGuided, std::memory_order_release);
   fn_.store(fn, std::memory_order_release);
   ctx_.store(ctx, std::memory_order_release);
   n_items_done_.store(0, std::memory_order_relaxed);

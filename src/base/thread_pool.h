@@ -14,6 +14,9 @@ namespace onebit {
 enum class Parallel {
   kStatic,   // one contiguous slice per thread: best for even, streaming work (decode matvec)
   kDynamic,  // chunks from a shared counter: best when threads are uneven (busy machine, tiles)
+  kGuided,   // as kDynamic, each chunk a 1/(2 n_threads) share of what is left, at least `chunk`:
+             // long stretches first (prefetchers keep running), small ones at the end (threads
+             // finish together)
 };
 
 // A pool of n_threads - 1 workers plus the calling thread. run() is not reentrant and must be
@@ -32,7 +35,8 @@ class ThreadPool {
   int n_threads() const { return n_threads_; }
 
   // Calls body(begin, end, thread_idx) over disjoint ranges covering [0, n); returns when all are
-  // done. kDynamic hands out `chunk` indices at a time (0: picked from n and the thread count).
+  // done. kDynamic hands out `chunk` indices at a time (0: picked from n and the thread count);
+  // kGuided at least `chunk`.
   template <class Body>
   void parallel_for(Parallel strategy, int64_t n, Body&& body, int64_t chunk = 0) {
     if (n <= 0) return;
@@ -53,6 +57,7 @@ class ThreadPool {
   // worker may read them while the next job is written (its claim then fails on the tag).
   std::atomic<int64_t> n_{0};
   std::atomic<int64_t> chunk_{1};
+  std::atomic<bool> guided_{false};
   std::atomic<Thunk> fn_{nullptr};
   std::atomic<void*> ctx_{nullptr};
   alignas(64) std::atomic<uint64_t> claim_{0};       // generation << 32 | next unclaimed index

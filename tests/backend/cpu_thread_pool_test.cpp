@@ -1,4 +1,4 @@
-// The thread pool under the CPU backend: every index runs exactly once under both strategies, for
+// The thread pool under the CPU backend: every index runs exactly once under every strategy, for
 // n = 0, 1, fewer and more indices than threads, and thousands of back-to-back jobs (the decode
 // pattern), with thread indices in range.
 #include <gtest/gtest.h>
@@ -14,16 +14,24 @@ namespace {
 TEST(CpuThreadPool, EveryIndexExactlyOnce) {
   for (int threads : {1, 2, 3, 8}) {
     ThreadPool pool(threads);
-    for (Parallel s : {Parallel::kStatic, Parallel::kDynamic}) {
+    for (Parallel s : {Parallel::kStatic, Parallel::kDynamic, Parallel::kGuided}) {
       for (int64_t n : {0, 1, 2, 5, 7, 64, 1000, 12345}) {
         std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
         std::atomic<bool> bad_thread{false};
+        std::atomic<int64_t> chunks{0};
         pool.parallel_for(s, n, [&](int64_t b, int64_t e, int t) {
           if (t < 0 || t >= threads) bad_thread = true;
+          chunks.fetch_add(1);
           for (int64_t i = b; i < e; ++i) hits[size_t(i)].fetch_add(1);
-        });
+        }, /*chunk=*/s == Parallel::kGuided ? 3 : 0);
         for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[size_t(i)].load(), 1) << threads << " " << n << " " << i;
         EXPECT_FALSE(bad_thread.load());
+        // guided: shares of what is left, at least 3 indices: far fewer grabs than indices, yet more
+        // than one per thread once there is plenty
+        if (s == Parallel::kGuided && threads > 1 && n == 12345) {
+          EXPECT_LT(chunks.load(), n / 20) << threads;
+          EXPECT_GT(chunks.load(), 2 * threads) << threads;
+        }
       }
     }
   }

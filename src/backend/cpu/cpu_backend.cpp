@@ -240,6 +240,12 @@ class CpuBackend final : public HostBackend {
     const char* e = std::getenv("ONEBIT_CPU_DUAL_PANELS");
     return e == nullptr || e[0] == '\0' || std::string_view(e) != "0";
   }();
+  // Decode's matrix-vector grabs shrink toward a job's end (Parallel::kGuided), so the threads
+  // finish within a short grab of each other (docs/kernels.md); ONEBIT_CPU_GUIDED=0: fixed grabs.
+  bool guided_ = [] {
+    const char* e = std::getenv("ONEBIT_CPU_GUIDED");
+    return e == nullptr || e[0] == '\0' || std::string_view(e) != "0";
+  }();
   std::vector<Scratch> scratch_;      // [n_threads]
   std::vector<uint8_t> act_;          // [n, row bytes of the activation format]
   // paged_attention: the pool rows of each sequence's keys (up to the furthest position asked for
@@ -395,9 +401,10 @@ void CpuBackend::matmul(const Tensor& w, const Tensor& x, const Tensor& out) {
     // Decode: stream the weight rows once, split across threads in chunks (dynamic, so a thread
     // slowed by a neighbour on a shared machine does not hold the step).
     const int64_t n_chunks = (m + kMatvecRows - 1) / kMatvecRows;
-    pool_.parallel_for(Parallel::kDynamic, n_chunks, [&](int64_t b, int64_t e, int) {
+    const int64_t grab = grab_chunk(n_chunks, kMatvecRows / g * ws);
+    pool_.parallel_for(guided_ ? Parallel::kGuided : Parallel::kDynamic, n_chunks, [&](int64_t b, int64_t e, int) {
       run_rows(b * kMatvecRows, std::min(m, e * kMatvecRows), act, 1, out0);
-    }, /*chunk=*/grab_chunk(n_chunks, kMatvecRows / g * ws));
+    }, /*chunk=*/guided_ ? std::max<int64_t>(1, grab / 4) : grab);
     return;
   }
   // Prompt: tiles of kTileRows weight rows x kTileCols activation rows; consecutive tiles share
