@@ -100,6 +100,7 @@ def main():
             proc = subprocess.Popen([a.binary, "serve", "-m", a.model, "--port", str(port)] + shlex.split(opts),
                                     stdout=log, stderr=subprocess.STDOUT)
             servers[name] = (port, proc)
+            print(f"{name}: port {port}, log /tmp/interleaved-{port}.log", file=sys.stderr)
             wait_ready(port, proc, name)
         rates = {(name, n): [] for name, _, _ in configs for n in levels}
         drafts = {name: [0, 0] for name, _, _ in configs}

@@ -477,8 +477,9 @@ void Engine::build_batch(const StepPlan& plan) {
   StepBatch& b = batch_;
   b.clear();
   const int32_t bs = layout_.block_size;
-  b.max_blocks = 1;
-  for (const ScheduledRun& r : plan.runs) b.max_blocks = std::max(b.max_blocks, static_cast<int32_t>(r.seq->block_table.size()));
+  int32_t widest = 1;
+  for (const ScheduledRun& r : plan.runs) widest = std::max(widest, static_cast<int32_t>(r.seq->block_table.size()));
+  b.max_blocks = StepBatch::table_width(widest, (layout_.n_ctx + bs - 1) / bs);
   for (size_t s = 0; s < plan.runs.size(); ++s) {
     const ScheduledRun& r = plan.runs[s];
     const std::vector<int32_t>& table = r.seq->block_table;

@@ -53,8 +53,9 @@ class DraftModelDrafter final : public Drafter {
     if (broken_) return;
     StepBatch& b = batch_;
     b.clear();
-    b.max_blocks = 1;
-    for (const DraftObservation& r : runs) b.max_blocks = std::max(b.max_blocks, int32_t(r.seq.block_table.size()));
+    int32_t widest = 1;
+    for (const DraftObservation& r : runs) widest = std::max(widest, int32_t(r.seq.block_table.size()));
+    b.max_blocks = StepBatch::table_width(widest, tables_->max_blocks());
     const int32_t bs = pool_.block_size;
     for (size_t s = 0; s < runs.size(); ++s) {
       const DraftObservation& r = runs[s];
@@ -92,8 +93,9 @@ class DraftModelDrafter final : public Drafter {
     for (int32_t j = 0; j < max_draft_ && !live_.empty(); ++j) {
       StepBatch& b = batch_;
       b.clear();
-      b.max_blocks = 1;
-      for (const Chain& c : live_) b.max_blocks = std::max(b.max_blocks, static_cast<int32_t>(c.table.size()));
+      int32_t widest = 1;
+      for (const Chain& c : live_) widest = std::max(widest, static_cast<int32_t>(c.table.size()));
+      b.max_blocks = StepBatch::table_width(widest, tables_->max_blocks());
       int32_t s = 0;
       for (Chain& c : live_) {
         if (c.done) continue;

@@ -74,6 +74,12 @@ void StepBatch::clear() {
   ckpt_rows.clear();
 }
 
+int32_t StepBatch::table_width(int32_t widest, int32_t limit) {
+  int32_t w = 1;
+  while (w < widest && w < limit) w *= 2;
+  return std::max(widest, std::min(w, limit));
+}
+
 int64_t Model::kv_bytes_per_token(GgmlType type) const {
   const int64_t elem = type == GgmlType::kF16 ? 2 : 4;
   int64_t attention_layers = 0;

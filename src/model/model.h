@@ -58,6 +58,10 @@ struct StepBatch {
   int32_t n_tokens() const { return static_cast<int32_t>(tokens.size()); }
   int32_t n_seqs() const { return max_blocks > 0 ? static_cast<int32_t>(block_tables.size()) / max_blocks : 0; }
   void clear();
+  // max_blocks for a step whose longest block table has `widest` entries: the next power of two, at
+  // most `limit`, so that the steps of growing sequences share a few shapes (the CUDA backend
+  // replays a captured graph per shape of a step) for at most twice the entries needed.
+  static int32_t table_width(int32_t widest, int32_t limit);
 };
 
 // The largest step the scratch buffers hold (Model::reserve).

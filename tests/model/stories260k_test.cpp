@@ -134,6 +134,21 @@ TEST(Stories260K, PagedStepOfTwoSequencesEqualsTokenByToken) {
     }
   }
   EXPECT_EQ(kv->n_past, 7);
+  // Block tables padded to a wider step shape (StepBatch::table_width: powers of two, so CUDA graphs
+  // are shared by growing sequences) give the same logits.
+  EXPECT_EQ(StepBatch::table_width(1, 64), 1);
+  EXPECT_EQ(StepBatch::table_width(3, 64), 4);
+  EXPECT_EQ(StepBatch::table_width(17, 20), 20);
+  EXPECT_EQ(StepBatch::table_width(32, 64), 32);
+  {
+    ASSERT_TRUE(m.reserve(StepLimits{16, 2, 4, 16}).ok());
+    StepBatch wide = b;
+    wide.max_blocks = StepBatch::table_width(2 + 1, 4);
+    wide.block_tables = {5, 0, -1, -1, 2, -1, -1, -1};
+    std::vector<float> padded;
+    ASSERT_TRUE(m.forward(wide, *pool, padded).ok());
+    EXPECT_EQ(padded, all);
+  }
   // A token id outside the vocabulary, an overflowing cache, a slot off its block table and a step
   // beyond the reserved size are errors, not aborts.
   std::vector<float> out;

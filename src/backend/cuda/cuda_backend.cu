@@ -24,6 +24,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -1509,6 +1510,15 @@ class CudaBackend final : public Backend {
   ~CudaBackend() override {
     flush(false);
     cudaStreamSynchronize(stream_);
+    if (const char* e = std::getenv("ONEBIT_CUDA_GRAPH_STATS"); e != nullptr && std::string(e) == "1") {
+      std::fprintf(stderr,
+                   "cuda graphs: %llu steps: %llu replayed, %llu captured, %llu first seen (op by op), %llu not "
+                   "graphable; %llu shapes evicted, all dropped %llu times\n",
+                   (unsigned long long)stats_.steps, (unsigned long long)stats_.replays,
+                   (unsigned long long)stats_.captures, (unsigned long long)stats_.first_seen,
+                   (unsigned long long)stats_.broken, (unsigned long long)stats_.evictions,
+                   (unsigned long long)stats_.drops);
+    }
     drop_graphs();
     if (pinned_ != nullptr) cudaFreeHost(pinned_);
     buffers_.clear();
@@ -2067,7 +2077,7 @@ class CudaBackend final : public Backend {
   };
   static constexpr size_t kNoStage = ~size_t(0);
   static constexpr size_t kPinnedBytes = size_t(32) << 20;  // staging of one step's writes and reads
-  static constexpr size_t kMaxGraphs = 16;
+  static constexpr size_t kMaxGraphs = 64;
 
   // Two 64-bit hashes of everything that reaches a launch: the key of a step's graph.
   struct StepKey {
@@ -2106,6 +2116,11 @@ class CudaBackend final : public Backend {
   };
   struct Graph {
     cudaGraphExec_t exec = nullptr;  // nullptr: seen once, not captured yet
+    uint64_t last_use = 0;           // graph_clock_ at its last step
+  };
+  // What the steps did (printed at exit with ONEBIT_CUDA_GRAPH_STATS=1).
+  struct GraphStats {
+    uint64_t steps = 0, replays = 0, captures = 0, first_seen = 0, broken = 0, evictions = 0, drops = 0;
   };
   struct HostRead {
     void* dst;
@@ -2156,13 +2171,19 @@ class CudaBackend final : public Backend {
     const bool whole = !broken_;
     sig_ = StepKey{};
     broken_ = false;
-    if (!whole) return flush(true);
-    auto it = graphs_of_.find(key);
-    if (it == graphs_of_.end()) {  // first time: op by op, remembered
-      if (graphs_of_.size() >= kMaxGraphs) drop_graphs();
-      graphs_of_.emplace(key, Graph{});
+    ++stats_.steps;
+    if (!whole) {
+      ++stats_.broken;
       return flush(true);
     }
+    auto it = graphs_of_.find(key);
+    if (it == graphs_of_.end()) {  // first time: op by op, remembered
+      if (graphs_of_.size() >= kMaxGraphs) evict_graph();
+      graphs_of_.emplace(key, Graph{nullptr, ++graph_clock_});
+      ++stats_.first_seen;
+      return flush(true);
+    }
+    it->second.last_use = ++graph_clock_;
     if (it->second.exec == nullptr) {  // second time: capture, then replay from now on
       cudaGraph_t g = nullptr;
       CUDA_OK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
@@ -2171,11 +2192,26 @@ class CudaBackend final : public Backend {
       CUDA_OK(cudaStreamEndCapture(stream_, &g));
       CUDA_OK(cudaGraphInstantiate(&it->second.exec, g, 0));
       CUDA_OK(cudaGraphDestroy(g));
+      ++stats_.captures;
+    } else {
+      ++stats_.replays;
     }
     pending_.clear();
     CUDA_OK(cudaGraphLaunch(it->second.exec, stream_));
   }
+  // Forgets the least recently used step shape (a server's mix of batch sizes and draft lengths
+  // can outgrow kMaxGraphs; dropping them all made every shape pay its capture again).
+  void evict_graph() {
+    auto lru = graphs_of_.begin();
+    for (auto it = graphs_of_.begin(); it != graphs_of_.end(); ++it) {
+      if (it->second.last_use < lru->second.last_use) lru = it;
+    }
+    if (lru->second.exec != nullptr) cudaGraphExecDestroy(lru->second.exec);
+    graphs_of_.erase(lru);
+    ++stats_.evictions;
+  }
   void drop_graphs() {
+    if (!graphs_of_.empty()) ++stats_.drops;
     for (auto& [k, g] : graphs_of_) {
       if (g.exec != nullptr) cudaGraphExecDestroy(g.exec);
     }
@@ -2275,6 +2311,7 @@ class CudaBackend final : public Backend {
     });
   }
 
+
   // out = w x for one activation row on w's panel copy; false when w has none (or is a view).
   bool panel_matvec(const Tensor& w, const float* x, float* out) {
     const CudaBuffer* b = static_cast<const CudaBuffer*>(w.buffer);
@@ -2355,6 +2392,8 @@ class CudaBackend final : public Backend {
   StepKey sig_;
   bool broken_ = false;
   std::unordered_map<StepKey, Graph, StepKeyHash> graphs_of_;
+  uint64_t graph_clock_ = 0;
+  GraphStats stats_;
   uint8_t* pinned_ = nullptr;
   size_t staged_ = 0;
   std::vector<HostRead> reads_;
