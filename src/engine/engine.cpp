@@ -170,6 +170,8 @@ int32_t EngineLayout::total_slots() const {
   return n;
 }
 
+int32_t EngineLayout::max_blocks() const { return (n_ctx + block_size - 1) / block_size; }
+
 Result<std::unique_ptr<Engine>> Engine::start(Model& model, EngineOptions options) {
   ONEBIT_ASSIGN_OR_RETURN(EngineLayout layout, plan_engine_layout(options));
   RunnerOptions ro;
@@ -181,7 +183,7 @@ Result<std::unique_ptr<Engine>> Engine::start(Model& model, EngineOptions option
   // drafting one logits for every drafted token.
   const bool embed = options.pooling != Pooling::kNone;
   const int32_t per_seq_out = options.drafter ? 1 + std::max(options.draft_max, 0) : 1;
-  ro.limits = StepLimits{layout.batch_tokens, slots, (layout.n_ctx + layout.block_size - 1) / layout.block_size,
+  ro.limits = StepLimits{layout.batch_tokens, slots, layout.max_blocks(),
                          embed ? layout.batch_tokens : std::min(slots * per_seq_out, layout.batch_tokens), !embed,
                          options.drafter ? options.drafter->target_layers() : std::vector<int32_t>{}};
   ro.hidden = embed;
@@ -205,7 +207,7 @@ Result<std::unique_ptr<Engine>> Engine::start(std::unique_ptr<ModelRunner> runne
     DrafterLayout dl;
     dl.n_blocks = layout.n_blocks;
     dl.block_size = layout.block_size;
-    dl.max_blocks = (layout.n_ctx + layout.block_size - 1) / layout.block_size;
+    dl.max_blocks = layout.max_blocks();
     dl.max_seqs = layout.pool_slots[0];
     dl.max_tokens = layout.batch_tokens;
     dl.max_draft = options.draft_max;
@@ -479,7 +481,7 @@ void Engine::build_batch(const StepPlan& plan) {
   const int32_t bs = layout_.block_size;
   int32_t widest = 1;
   for (const ScheduledRun& r : plan.runs) widest = std::max(widest, static_cast<int32_t>(r.seq->block_table.size()));
-  b.max_blocks = StepBatch::table_width(widest, (layout_.n_ctx + bs - 1) / bs);
+  b.max_blocks = StepBatch::table_width(widest, layout_.max_blocks());
   for (size_t s = 0; s < plan.runs.size(); ++s) {
     const ScheduledRun& r = plan.runs[s];
     const std::vector<int32_t>& table = r.seq->block_table;

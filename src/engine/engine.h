@@ -152,6 +152,7 @@ struct EngineLayout {
   std::vector<int32_t> pool_slots;
   GgmlType cache_type = GgmlType::kF16;
   int32_t total_slots() const;  // over all pools
+  int32_t max_blocks() const;   // block table entries of one sequence at most (the context)
 };
 
 // One sequence in a snapshot.

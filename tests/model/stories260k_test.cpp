@@ -143,7 +143,7 @@ TEST(Stories260K, PagedStepOfTwoSequencesEqualsTokenByToken) {
   {
     ASSERT_TRUE(m.reserve(StepLimits{16, 2, 4, 16}).ok());
     StepBatch wide = b;
-    wide.max_blocks = StepBatch::table_width(2 + 1, 4);
+    wide.max_blocks = 4;
     wide.block_tables = {5, 0, -1, -1, 2, -1, -1, -1};
     std::vector<float> padded;
     ASSERT_TRUE(m.forward(wide, *pool, padded).ok());

@@ -2311,7 +2311,6 @@ class CudaBackend final : public Backend {
     });
   }
 
-
   // out = w x for one activation row on w's panel copy; false when w has none (or is a view).
   bool panel_matvec(const Tensor& w, const float* x, float* out) {
     const CudaBuffer* b = static_cast<const CudaBuffer*>(w.buffer);
