@@ -209,6 +209,21 @@ class Backend {
                                 const Tensor& b, const Tensor& A, const Tensor& dt_bias, const Tensor& seq_ids,
                                 const Tensor& state_rows, const Tensor& ckpt_rows, const Tensor& states,
                                 const Tensor& out, const DeltaParams& p) = 0;
+
+  // --- fused ops: each is the ops it names, in turn (the default here); a backend may run them
+  // as one kernel (a decode step on a GPU is bound by its number of kernels) ---
+  // sum = a + b, then out = rms_norm(sum, weight, eps): the residual add and the next norm. a, b,
+  // sum [n, d] (sum may alias a); out [n, d] aliases none of them.
+  virtual void add_rms_norm(const Tensor& a, const Tensor& b, const Tensor& weight, float eps, const Tensor& sum,
+                            const Tensor& out);
+  // A step's attention inputs, finished and stored: each head of q [n, rope.n_heads * head_dim]
+  // (or !valid(): none) and k [n, n_kv_heads * head_dim] RMS-normed with q_norm / k_norm (F32 [1,
+  // head_dim], eps; a norm that is !valid() is skipped), then rotated at positions (rope: q's
+  // n_heads; k gets n_kv_heads), in place; then k and v (like k) stored at slots into k_pool and
+  // v_pool (store_kv).
+  virtual void qk_rope_store(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_norm,
+                             const Tensor& k_norm, float eps, const Tensor& positions, const RopeParams& rope,
+                             int32_t n_kv_heads, const Tensor& slots, const Tensor& k_pool, const Tensor& v_pool);
 };
 
 // A backend's own scratch: grows `buf` (F32 [1, n] of `be`, never shrunk, at least 64 Ki floats) to

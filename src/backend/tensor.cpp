@@ -112,4 +112,29 @@ DeltaDims check_gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor&
   return d;
 }
 
+// The fused ops' defaults: the ops they stand for, in turn.
+void Backend::add_rms_norm(const Tensor& a, const Tensor& b, const Tensor& weight, float eps, const Tensor& sum,
+                           const Tensor& out) {
+  add(a, b, sum);
+  rms_norm(sum, weight, eps, out);
+}
+
+void Backend::qk_rope_store(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_norm,
+                            const Tensor& k_norm, float eps, const Tensor& positions, const RopeParams& rope,
+                            int32_t n_kv_heads, const Tensor& slots, const Tensor& k_pool, const Tensor& v_pool) {
+  const int64_t n = k.n_rows;
+  const int32_t hd = rope.head_dim;
+  if (q.valid()) {
+    if (q_norm.valid()) rms_norm(q.reshaped(n * rope.n_heads, hd), q_norm, eps, q.reshaped(n * rope.n_heads, hd));
+    this->rope(q, positions, rope);
+  }
+  if (k_norm.valid()) rms_norm(k.reshaped(n * n_kv_heads, hd), k_norm, eps, k.reshaped(n * n_kv_heads, hd));
+  RopeParams rk = rope;
+  rk.n_heads = n_kv_heads;
+  this->rope(k, positions, rk);
+  store_kv(k, slots, k_pool);
+  store_kv(v, slots, v_pool);
+}
+
 }  // namespace onebit
+

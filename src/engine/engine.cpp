@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <limits>
 
@@ -234,6 +236,15 @@ Engine::~Engine() {
   if (worker_.joinable()) worker_.join();
   for (auto& live : incoming_) live->handle->finish(FinishReason::kCancelled, {});
   while (!live_.empty()) finish(*live_.begin()->second, FinishReason::kCancelled);
+  if (const char* e = std::getenv("ONEBIT_ENGINE_STATS"); e != nullptr && std::string(e) == "1" && times_.steps > 0) {
+    const TurnTimes& t = times_;
+    const double per = 1.0 / double(t.steps);
+    std::fprintf(stderr,
+                 "engine: %lld steps of %.2f tokens giving %.2f; per step %.3f ms: propose %.3f (observe %.3f), "
+                 "model step %.3f, sample and observe after %.3f\n",
+                 (long long)t.steps, double(t.tokens) * per, double(t.given) * per, t.turn_ms * per,
+                 t.propose_ms * per, t.observe_ms * per, t.run_ms * per, t.after_ms * per);
+  }
 }
 
 Status Engine::check(const SequenceRequest& request) const {
@@ -524,6 +535,7 @@ void Engine::step() {
   release_held();
   const double turn_start = now_ms();  // the drafter's work counts in what drafting costs
   propose_drafts();
+  const double proposed = now_ms();
   StepPlan plan = scheduler_.schedule(prefill_cap());
   if (plan.empty()) {
     publish();
@@ -563,6 +575,14 @@ void Engine::step() {
     sample_and_stream(plan, now);
     if (options_.drafter) collect_observations(plan);
   }
+  const double done = now_ms();
+  times_.steps += 1;
+  times_.tokens += plan.n_tokens;
+  times_.given += step_tokens_;
+  times_.propose_ms += proposed - turn_start;
+  times_.run_ms += now - t0;
+  times_.after_ms += done - now;
+  times_.turn_ms += done - turn_start;
   // Decode-only turns teach the governor what drafting gives against not drafting.
   if (options_.drafter && options_.draft_when_it_pays && plan.n_decode > 0 && plan.n_tokens == plan.n_decode + plan.n_draft) {
     governor_.record(plan.n_decode, plan.n_draft > 0, now_ms() - turn_start, step_tokens_);
@@ -697,6 +717,7 @@ void Engine::show_unseen(const std::vector<Live*>& show) {
   }
   call();
   for (Live* live : show) live->seen_rows.clear();  // after the calls: their spans point into these
+  times_.observe_ms += now_ms() - start;
   const double ms = (now_ms() - start) / double(positions);
   drafter_costs_.observe_ms = drafter_costs_.observe_ms <= 0.0 ? ms : 0.9 * drafter_costs_.observe_ms + 0.1 * ms;
 }

@@ -302,6 +302,11 @@ class Engine {
   DraftGovernor governor_;           // whether drafting pays at each number of decoding sequences
   int32_t step_tokens_ = 0;          // tokens the last step gave (sample_and_stream)
   int64_t retired_ = 0;              // sequences retire_drafting stopped
+  // Where the worker's steps spent their time (printed at exit with ONEBIT_ENGINE_STATS=1).
+  struct TurnTimes {
+    int64_t steps = 0, tokens = 0, given = 0;  // model steps, their tokens, tokens they gave
+    double propose_ms = 0, observe_ms = 0, run_ms = 0, after_ms = 0, turn_ms = 0;
+  } times_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

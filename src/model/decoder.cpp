@@ -99,10 +99,12 @@ void Model::forward_decoder(const KvPool& pool, int64_t n, int64_t n_seqs, int64
   // inp_embd: x = token_embd[ids]
   be.get_rows(w_.token_embd, ids, x);
   observe("inp_embd", -1, x);
+  // A residual add and the norm after it run as one op (add_rms_norm): h is the layer's first norm
+  // of x when the loop body starts (the previous layer's last add made it).
+  if (c.n_layers > 0) be.rms_norm(x, w_.layers[0].attn_norm, eps, h);
   for (layer = 0; layer < c.n_layers; ++layer) {
     const LayerWeights& L = w_.layers[layer];
     // attention: x += attn(attn_norm(x)), K/V of the step's tokens stored in the pool first
-    be.rms_norm(x, L.attn_norm, eps, h);
     observe("attn_norm", layer, h);
     if (c.is_recurrent(layer)) {
       delta_net_block(be, dd, L.delta, h, RecurrentRows{rows.seq_ids, state_rows, ckpt_rows}, pool.conv[layer], pool.ssm[layer],
@@ -111,10 +113,9 @@ void Model::forward_decoder(const KvPool& pool, int64_t n, int64_t n_seqs, int64
       attention_block(be, d, L.attn, h, rows, pool.k[layer], pool.v[layer], pool.block_size, s.attn, o, &obs);
     }
     observe("attn_out", layer, o);
-    be.add(x, o, x);
-    observe("ffn_inp", layer, x);
     // ffn: x += ffn(ffn_norm(x)), dense SwiGLU or a mixture of experts
-    be.rms_norm(x, L.ffn_norm, eps, h);
+    be.add_rms_norm(x, o, L.ffn_norm, eps, x, h);
+    observe("ffn_inp", layer, x);
     observe("ffn_norm", layer, h);
     if (L.moe.router.valid()) {
       moe_ffn(be, md, L.moe, h, s.moe, o);
@@ -122,7 +123,11 @@ void Model::forward_decoder(const KvPool& pool, int64_t n, int64_t n_seqs, int64
       swiglu_ffn(be, L.ffn, h, s.gate.rows(0, n), s.up.rows(0, n), o);
     }
     observe("ffn_out", layer, o);
-    be.add(x, o, x);
+    if (layer + 1 < c.n_layers) {
+      be.add_rms_norm(x, o, w_.layers[layer + 1].attn_norm, eps, x, h);
+    } else {
+      be.add(x, o, x);
+    }
     observe("l_out", layer, x);
     capture(layer, x);
   }

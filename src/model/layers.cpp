@@ -196,29 +196,31 @@ void MoeScratch::free_all(Backend& be) {
   free_all_of(be, {&logits, &ids, &weights, &gate, &up, &y, &sh_gate, &sh_up, &sh_out, &sh_scale});
 }
 
-void store_kv_rows(Backend& be, const BlockDims& d, const AttentionWeights& w, const Tensor& x, const BlockRows& r,
-                   const Tensor& k_pool, const Tensor& v_pool, const AttentionScratch& s, const Observe* obs) {
-  const int64_t n = x.n_rows;
-  const Tensor k = s.k.rows(0, n);  // [n, n_kv_heads * head_dim]
-  const Tensor v = s.v.rows(0, n);
+namespace {
+// k = x wk^T (+ bk), v = x wv^T (+ bv): the rows' keys and values before their norm and RoPE.
+void project_kv(Backend& be, const AttentionWeights& w, const Tensor& x, const Tensor& k, const Tensor& v) {
   be.matmul(w.wk, x, k);
   be.matmul(w.wv, x, v);
   if (w.bk.valid()) {
     be.add(k, w.bk, k);
     be.add(v, w.bv, v);
   }
-  if (w.k_norm.valid()) {  // qwen3: RMSNorm over each head's head_dim before RoPE
-    const Tensor k_heads = k.reshaped(n * d.n_kv_heads, d.head_dim);  // [n * n_kv_heads, head_dim]
-    be.rms_norm(k_heads, w.k_norm, d.eps, k_heads);
-  }
-  RopeParams rk = d.rope;
-  rk.n_heads = d.n_kv_heads;
-  rk.head_dim = d.head_dim;
-  be.rope(k, r.rope_pos, rk);
+}
+}  // namespace
+
+void store_kv_rows(Backend& be, const BlockDims& d, const AttentionWeights& w, const Tensor& x, const BlockRows& r,
+                   const Tensor& k_pool, const Tensor& v_pool, const AttentionScratch& s, const Observe* obs) {
+  const int64_t n = x.n_rows;
+  const Tensor k = s.k.rows(0, n);  // [n, n_kv_heads * head_dim]
+  const Tensor v = s.v.rows(0, n);
+  project_kv(be, w, x, k, v);
+  // qwen3: RMSNorm over each head's head_dim before RoPE (k_norm)
+  RopeParams rope = d.rope;
+  rope.n_heads = d.n_heads;
+  rope.head_dim = d.head_dim;
+  be.qk_rope_store(Tensor{}, k, v, Tensor{}, w.k_norm, d.eps, r.rope_pos, rope, d.n_kv_heads, r.slots, k_pool, v_pool);
   observe(obs, "Kcur", k);
   observe(obs, "Vcur", v);
-  be.store_kv(k, r.slots, k_pool);
-  be.store_kv(v, r.slots, v_pool);
 }
 
 void attention_block(Backend& be, const BlockDims& d, const AttentionWeights& w, const Tensor& h, const BlockRows& r,
@@ -241,16 +243,18 @@ void attention_block(Backend& be, const BlockDims& d, const AttentionWeights& w,
     be.matmul(w.wq, h, q);
   }
   if (w.bq.valid()) be.add(q, w.bq, q);
-  if (w.q_norm.valid()) {
-    const Tensor q_heads = q.reshaped(n * d.n_heads, d.head_dim);  // [n * n_heads, head_dim]
-    be.rms_norm(q_heads, w.q_norm, d.eps, q_heads);
-  }
+  const Tensor k = s.k.rows(0, n);  // [n, n_kv_heads * head_dim]
+  const Tensor v = s.v.rows(0, n);
+  project_kv(be, w, h, k, v);
+  // qwen3: RMSNorm over each head's head_dim before RoPE (q_norm, k_norm); the rows' own K/V stored
+  // first, so each row sees itself and the keys before it
   RopeParams rq = d.rope;
   rq.n_heads = d.n_heads;
   rq.head_dim = d.head_dim;
-  be.rope(q, r.rope_pos, rq);
+  be.qk_rope_store(q, k, v, w.q_norm, w.k_norm, d.eps, r.rope_pos, rq, d.n_kv_heads, r.slots, k_pool, v_pool);
   observe(obs, "Qcur", q);
-  store_kv_rows(be, d, w, h, r, k_pool, v_pool, s, obs);
+  observe(obs, "Kcur", k);
+  observe(obs, "Vcur", v);
   PagedAttentionParams ap;
   ap.n_heads = d.n_heads;
   ap.n_kv_heads = d.n_kv_heads;

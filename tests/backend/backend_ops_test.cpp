@@ -217,6 +217,15 @@ TEST_P(BackendOpsTest, RowOps) {
       check("rms_norm" + shape, rows, cols, [&](Backend& be, const Tensor& o) {
         be.rms_norm(input_view(be, rows, cols, a), upload(be, 1, cols, w), 1e-5f, o);
       }, 1e-12);
+      check("add_rms_norm" + shape, rows, cols, [&](Backend& be, const Tensor& o) {
+        be.add_rms_norm(input_view(be, rows, cols, a), input_view(be, rows, cols, b), upload(be, 1, cols, w), 1e-5f,
+                        input_view(be, rows, cols, a), o);
+      }, 1e-12);
+      check("add_rms_norm sum in place" + shape, rows, cols, [&](Backend& be, const Tensor& o) {
+        const Tensor h = be.alloc(GgmlType::kF32, rows, cols).value();
+        be.write(o, a.data());
+        be.add_rms_norm(o, input_view(be, rows, cols, b), upload(be, 1, cols, w), 1e-5f, o, h);
+      }, 0.0);
       check("add" + shape, rows, cols, [&](Backend& be, const Tensor& o) {
         be.add(input_view(be, rows, cols, a), input_view(be, rows, cols, b), o);
       }, 0.0);
@@ -293,6 +302,56 @@ TEST_P(BackendOpsTest, StoreKvF32AndF16Pools) {
       return out;
     };
     EXPECT_EQ(run(be()), run(ref())) << ggml_type_name(uint32_t(pool_type));
+  }
+}
+
+// qk_rope_store against the reference's norm, RoPE and stores in turn: q, k (normed or not, both
+// orderings, with and without q) and the pools (F16, F32) at scattered slots, n = 1, 3, 17.
+TEST_P(BackendOpsTest, QkRopeStoreEqualsItsOps) {
+  const int n_heads = 6, n_kv = 2;
+  for (int head_dim : {64, 128}) {
+    for (GgmlType pool_type : {GgmlType::kF16, GgmlType::kF32}) {
+      for (int variant = 0; variant < 3; ++variant) {  // 0: q and norms, 1: q without norms (neox), 2: no q
+        for (int64_t rows : {1, 3, 17}) {
+          const int64_t qc = int64_t(n_heads) * head_dim, kc = int64_t(n_kv) * head_dim, pool_rows = 40;
+          const auto qv = random_floats(size_t(rows * qc), 51, 2.0f), kv = random_floats(size_t(rows * kc), 52, 2.0f);
+          const auto vv = random_floats(size_t(rows * kc), 53, 2.0f), qn = random_floats(size_t(head_dim), 54);
+          const auto kn = random_floats(size_t(head_dim), 55);
+          std::vector<int32_t> pos(static_cast<size_t>(rows)), slots(static_cast<size_t>(rows));
+          for (int64_t r = 0; r < rows; ++r) pos[r] = int32_t(r * 37 + 5), slots[r] = int32_t((r * 7 + 3) % pool_rows);
+          RopeParams p;
+          p.n_heads = n_heads, p.head_dim = head_dim, p.n_rot = head_dim, p.freq_base = 1000000.0f;
+          p.ordering = variant == 1 ? RopeOrdering::kNeox : RopeOrdering::kNormal;
+          const std::string what = "qk_rope_store d=" + std::to_string(head_dim) + " " +
+                                   ggml_type_name(uint32_t(pool_type)) + " v" + std::to_string(variant) +
+                                   " n=" + std::to_string(rows);
+          // Runs the op on b; returns q, k and both pools (as floats).
+          auto run = [&](Backend& b) {
+            Tensor q = b.alloc(GgmlType::kF32, rows, qc).value(), k = b.alloc(GgmlType::kF32, rows, kc).value();
+            Tensor kp = b.alloc(pool_type, pool_rows, kc).value(), vp = b.alloc(pool_type, pool_rows, kc).value();
+            b.write(q, qv.data());
+            b.write(k, kv.data());
+            const Tensor qn_t = variant == 0 ? upload(b, 1, head_dim, qn) : Tensor{};
+            const Tensor kn_t = variant == 0 ? upload(b, 1, head_dim, kn) : Tensor{};
+            b.qk_rope_store(variant == 2 ? Tensor{} : q, k, input_view(b, rows, kc, vv), qn_t, kn_t, 1e-6f,
+                            upload_i32(b, pos), p, n_kv, upload_i32(b, slots), kp, vp);
+            std::vector<float> out = download(b, q), kd = download(b, k);
+            out.insert(out.end(), kd.begin(), kd.end());
+            for (const Tensor& t : {kp, vp}) {
+              std::vector<uint8_t> raw(size_t(pool_rows * kc) * (pool_type == GgmlType::kF16 ? 2 : 4));
+              b.read(t, raw.data());
+              b.synchronize();
+              for (int64_t i = 0; i < pool_rows * kc; ++i) {
+                out.push_back(pool_type == GgmlType::kF16 ? fp16_to_fp32(reinterpret_cast<const uint16_t*>(raw.data())[i])
+                                                          : reinterpret_cast<const float*>(raw.data())[i]);
+              }
+            }
+            return out;
+          };
+          expect_close(bname(), what, run(be()), run(ref()), pool_type == GgmlType::kF16 ? 1e-7 : 1e-12);
+        }
+      }
+    }
   }
 }
 

@@ -21,6 +21,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cmath>
 #include <cstdint>
@@ -330,6 +331,8 @@ __global__ void store_kv_kernel(const float* __restrict__ src, size_t s_stride, 
   }
 }
 
+constexpr int kAttnMaxDimQkv = 256;  // qk_rope_store's largest head_dim
+
 struct RopeArgs {
   int32_t n_heads, head_dim, n_rot;
   bool neox;
@@ -337,15 +340,9 @@ struct RopeArgs {
   const float* freq_factors;  // nullptr when absent
 };
 
-__global__ void rope_kernel(float* x, size_t x_stride, const int32_t* __restrict__ positions, int64_t n, RopeArgs a) {
+// Rotates the pair i (of n_rot / 2) of one head at position pos (head: the head's first element).
+__device__ __forceinline__ void rope_pair(float* head, int i, int32_t pos, const RopeArgs& a) {
   const int half = a.n_rot / 2;
-  const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (idx >= n * a.n_heads * half) return;
-  const int i = int(idx % half);
-  const int64_t rh = idx / half;
-  const int h = int(rh % a.n_heads);
-  const int64_t r = rh / a.n_heads;
-  const int32_t pos = positions[r];
   double theta_extrap = pos * pow(a.freq_base, -2.0 * i / a.n_rot);
   if (a.freq_factors != nullptr) theta_extrap /= a.freq_factors[i];
   double theta = a.freq_scale * theta_extrap;
@@ -358,11 +355,114 @@ __global__ void rope_kernel(float* x, size_t x_stride, const int32_t* __restrict
   sincos(theta, &s, &c);
   c *= a.mscale;
   s *= a.mscale;
-  float* head = x + r * x_stride + int64_t(h) * a.head_dim;
   const int ia = a.neox ? i : 2 * i, ib = a.neox ? i + half : 2 * i + 1;
   const double x0 = head[ia], x1 = head[ib];
   head[ia] = float(x0 * c - x1 * s);
   head[ib] = float(x0 * s + x1 * c);
+}
+
+__global__ void rope_kernel(float* x, size_t x_stride, const int32_t* __restrict__ positions, int64_t n, RopeArgs a) {
+  const int half = a.n_rot / 2;
+  const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= n * a.n_heads * half) return;
+  const int i = int(idx % half);
+  const int64_t rh = idx / half;
+  const int h = int(rh % a.n_heads);
+  const int64_t r = rh / a.n_heads;
+  rope_pair(x + r * x_stride + int64_t(h) * a.head_dim, i, positions[r], a);
+}
+
+// x = a + b (into sum, which may alias a), out = rms_norm(x) * w: one block per row, the sum of
+// squares and the scaling as rms_norm_kernel's (each thread re-reads only what it wrote).
+__global__ void add_rms_norm_kernel(const float* a, size_t a_stride, const float* b, size_t b_stride, float* sum,
+                                    size_t s_stride, const float* __restrict__ w, float eps, float* out,
+                                    size_t o_stride, int64_t d) {
+  __shared__ double sh[32];
+  const float* ar = a + size_t(blockIdx.x) * a_stride;
+  const float* br = b + size_t(blockIdx.x) * b_stride;
+  float* sr = sum + size_t(blockIdx.x) * s_stride;
+  float* o = out + size_t(blockIdx.x) * o_stride;
+  double s = 0.0;
+  for (int64_t c = threadIdx.x; c < d; c += blockDim.x) {
+    const float v = ar[c] + br[c];
+    sr[c] = v;
+    s += double(v) * v;
+  }
+  s = block_sum_double(s, sh);
+  const double inv = 1.0 / sqrt(s / double(d) + double(eps));
+  for (int64_t c = threadIdx.x; c < d; c += blockDim.x) o[c] = __fmul_rn(float(double(sr[c]) * inv), w[c]);
+}
+
+// qk_rope_store: one warp per (row, head) of q's heads, then k's, then v's (blockIdx.y * kQkvWarps
+// + warp); the head in shared memory: RMS norm (q / k, when given), RoPE (q / k), written back,
+// and k / v stored at the row's slot in the pools.
+constexpr int kQkvWarps = 4;
+struct QkvArgs {
+  float* q;
+  size_t q_stride;
+  float* k;
+  size_t k_stride;
+  const float* v;
+  size_t v_stride;
+  const float* q_norm;  // nullptr: none
+  const float* k_norm;
+  float eps;
+  const int32_t* positions;
+  const int32_t* slots;
+  uint8_t* k_pool;
+  uint8_t* v_pool;
+  size_t kp_stride, vp_stride;  // bytes
+  int64_t pool_rows;
+  bool f16;
+  int32_t n_q_heads, n_kv_heads, head_dim;  // n_q_heads 0: no q
+  RopeArgs rope;
+  int* err;
+};
+
+__global__ void __launch_bounds__(kQkvWarps * 32) qk_rope_store_kernel(QkvArgs a) {
+  __shared__ float sh[kQkvWarps][kAttnMaxDimQkv];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t r = blockIdx.x;
+  const int hh = int(blockIdx.y) * kQkvWarps + warp;
+  if (hh >= a.n_q_heads + 2 * a.n_kv_heads) return;
+  const int D = a.head_dim;
+  const bool is_q = hh < a.n_q_heads, is_k = !is_q && hh < a.n_q_heads + a.n_kv_heads;
+  const int h = is_q ? hh : is_k ? hh - a.n_q_heads : hh - a.n_q_heads - a.n_kv_heads;
+  const float* src = is_q ? a.q + r * a.q_stride : is_k ? a.k + r * a.k_stride : a.v + r * a.v_stride;
+  src += size_t(h) * D;
+  float* head = sh[warp];
+  for (int c = lane; c < D; c += 32) head[c] = src[c];
+  const float* norm = is_q ? a.q_norm : is_k ? a.k_norm : nullptr;
+  if (norm != nullptr) {
+    double s = 0.0;
+    for (int c = lane; c < D; c += 32) s += double(head[c]) * head[c];
+#pragma unroll
+    for (int off = 16; off > 0; off /= 2) s += __shfl_xor_sync(0xffffffffu, s, off);
+    const double inv = 1.0 / sqrt(s / double(D) + double(a.eps));
+    for (int c = lane; c < D; c += 32) head[c] = __fmul_rn(float(double(head[c]) * inv), norm[c]);
+  }
+  __syncwarp();
+  if (is_q || is_k) {
+    for (int i = lane; i < a.rope.n_rot / 2; i += 32) rope_pair(head, i, a.positions[r], a.rope);
+    __syncwarp();
+    float* dst = (is_q ? a.q + r * a.q_stride : a.k + r * a.k_stride) + size_t(h) * D;
+    for (int c = lane; c < D; c += 32) dst[c] = head[c];
+  }
+  if (is_q) return;
+  const int32_t slot = a.slots[r];
+  if (slot < 0 || slot >= a.pool_rows) {
+    if (lane == 0) atomicOr(a.err, kErrSlots);
+    return;
+  }
+  uint8_t* row = is_k ? a.k_pool + size_t(slot) * a.kp_stride : a.v_pool + size_t(slot) * a.vp_stride;
+  for (int c = lane; c < D; c += 32) {
+    const int64_t col = int64_t(h) * D + c;
+    if (a.f16) {
+      reinterpret_cast<__half*>(row)[col] = __float2half_rn(head[c]);
+    } else {
+      reinterpret_cast<float*>(row)[col] = head[c];
+    }
+  }
 }
 
 constexpr int kAttnWarps = 8, kAttnMaxDim = 256, kAttnPerLane = kAttnMaxDim / 32;
@@ -1518,6 +1618,9 @@ class CudaBackend final : public Backend {
                    (unsigned long long)stats_.captures, (unsigned long long)stats_.first_seen,
                    (unsigned long long)stats_.broken, (unsigned long long)stats_.evictions,
                    (unsigned long long)stats_.drops);
+      std::fprintf(stderr,
+                   "cuda steps: recording %.1f ms, launching %.1f ms, waiting %.1f ms (host time, all steps)\n",
+                   stats_.record_ms, stats_.launch_ms, stats_.wait_ms);
     }
     drop_graphs();
     if (pinned_ != nullptr) cudaFreeHost(pinned_);
@@ -1646,6 +1749,17 @@ class CudaBackend final : public Backend {
   void rope(const Tensor& x, const Tensor& positions, const RopeParams& p) override {
     op(kOpRope, [=, this] { rope_now(x, positions, p); }, x, positions, p);
   }
+  void add_rms_norm(const Tensor& a, const Tensor& b, const Tensor& weight, float eps, const Tensor& sum,
+                    const Tensor& out) override {
+    op(kOpAddRmsNorm, [=, this] { add_rms_norm_now(a, b, weight, eps, sum, out); }, a, b, weight, eps, sum, out);
+  }
+  void qk_rope_store(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_norm, const Tensor& k_norm,
+                     float eps, const Tensor& positions, const RopeParams& rope, int32_t n_kv_heads,
+                     const Tensor& slots, const Tensor& k_pool, const Tensor& v_pool) override {
+    op(kOpQkRopeStore,
+       [=, this] { qk_rope_store_now(q, k, v, q_norm, k_norm, eps, positions, rope, n_kv_heads, slots, k_pool, v_pool); },
+       q, k, v, q_norm, k_norm, eps, positions, rope, n_kv_heads, slots, k_pool, v_pool);
+  }
   void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                  const AttentionParams& p) override {
     op(kOpAttention, [=, this] { attention_now(q, k, v, out, p); }, q, k, v, out, p);
@@ -1698,7 +1812,9 @@ class CudaBackend final : public Backend {
   void synchronize() override {
     run_step();
     CUDA_OK(cudaMemcpyAsync(host_err_, err_, sizeof(int), cudaMemcpyDeviceToHost, stream_));
+    const double wait_start = host_ms();
     CUDA_OK(cudaStreamSynchronize(stream_));
+    stats_.wait_ms += host_ms() - wait_start;
     if (*host_err_ != 0) {
       const int e = *host_err_;
       std::string msg = "cuda backend: an op got out-of-range input:";
@@ -1866,9 +1982,7 @@ class CudaBackend final : public Backend {
     CUDA_LAUNCHED();
   }
 
-  void rope_now(const Tensor& x, const Tensor& positions, const RopeParams& p) {
-    ONEBIT_CHECK(x.n_cols == int64_t(p.n_heads) * p.head_dim);
-    ONEBIT_CHECK(positions.type == GgmlType::kI32 && positions.n_rows == 1 && positions.n_cols == x.n_rows);
+  RopeArgs rope_args(const RopeParams& p) {
     ONEBIT_CHECK(p.n_rot > 0 && p.n_rot <= p.head_dim && p.n_rot % 2 == 0);
     RopeArgs a{};
     a.n_heads = p.n_heads;
@@ -1889,9 +2003,64 @@ class CudaBackend final : public Backend {
       ONEBIT_CHECK(p.freq_factors.n_cols == p.n_rot / 2);
       a.freq_factors = fptr(p.freq_factors);
     }
+    return a;
+  }
+
+  void rope_now(const Tensor& x, const Tensor& positions, const RopeParams& p) {
+    ONEBIT_CHECK(x.n_cols == int64_t(p.n_heads) * p.head_dim);
+    ONEBIT_CHECK(positions.type == GgmlType::kI32 && positions.n_rows == 1 && positions.n_cols == x.n_rows);
+    const RopeArgs a = rope_args(p);
     const int64_t total = x.n_rows * p.n_heads * (p.n_rot / 2);
     if (total == 0) return;
     rope_kernel<<<blocks_for(total, 128), 128, 0, stream_>>>(fptr(x), fstride(x), iptr(positions), x.n_rows, a);
+    CUDA_LAUNCHED();
+  }
+
+  void add_rms_norm_now(const Tensor& a, const Tensor& b, const Tensor& weight, float eps, const Tensor& sum,
+                        const Tensor& out) {
+    same_shape(a, b);
+    same_shape(a, sum);
+    same_shape(a, out);
+    ONEBIT_CHECK(weight.n_rows == 1 && weight.n_cols == a.n_cols);
+    if (a.n_rows == 0) return;
+    const int threads = a.n_cols <= 128 ? 64 : int(std::min<int64_t>(1024, std::max<int64_t>(kRowThreads, (a.n_cols / 4 + 31) / 32 * 32)));
+    add_rms_norm_kernel<<<unsigned(a.n_rows), threads, 0, stream_>>>(fptr(a), fstride(a), fptr(b), fstride(b),
+                                                                     fptr(sum), fstride(sum), fptr(weight), eps,
+                                                                     fptr(out), fstride(out), a.n_cols);
+    CUDA_LAUNCHED();
+  }
+
+  void qk_rope_store_now(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_norm,
+                         const Tensor& k_norm, float eps, const Tensor& positions, const RopeParams& rope,
+                         int32_t n_kv_heads, const Tensor& slots, const Tensor& k_pool, const Tensor& v_pool) {
+    const int64_t n = k.n_rows, D = rope.head_dim, kv_cols = int64_t(n_kv_heads) * D;
+    ONEBIT_CHECK(D > 0 && D <= kAttnMaxDimQkv && n_kv_heads > 0);
+    ONEBIT_CHECK(k.type == GgmlType::kF32 && k.n_cols == kv_cols && v.type == GgmlType::kF32);
+    ONEBIT_CHECK(v.n_rows == n && v.n_cols == kv_cols);
+    ONEBIT_CHECK(!q.valid() || (q.type == GgmlType::kF32 && q.n_rows == n && q.n_cols == int64_t(rope.n_heads) * D));
+    ONEBIT_CHECK(!q_norm.valid() || (q_norm.n_rows == 1 && q_norm.n_cols == D));
+    ONEBIT_CHECK(!k_norm.valid() || (k_norm.n_rows == 1 && k_norm.n_cols == D));
+    ONEBIT_CHECK(positions.type == GgmlType::kI32 && positions.n_rows == 1 && positions.n_cols == n);
+    ONEBIT_CHECK(slots.type == GgmlType::kI32 && slots.n_rows == 1 && slots.n_cols == n);
+    ONEBIT_CHECK(k_pool.type == v_pool.type && (k_pool.type == GgmlType::kF32 || k_pool.type == GgmlType::kF16));
+    ONEBIT_CHECK(k_pool.n_cols == kv_cols && v_pool.n_cols == kv_cols && k_pool.n_rows == v_pool.n_rows);
+    if (n == 0) return;
+    QkvArgs a{};
+    a.q = q.valid() ? fptr(q) : nullptr, a.q_stride = q.valid() ? fstride(q) : 0;
+    a.k = fptr(k), a.k_stride = fstride(k), a.v = fptr(v), a.v_stride = fstride(v);
+    a.q_norm = q.valid() && q_norm.valid() ? fptr(q_norm) : nullptr;
+    a.k_norm = k_norm.valid() ? fptr(k_norm) : nullptr;
+    a.eps = eps;
+    a.positions = iptr(positions), a.slots = iptr(slots);
+    a.k_pool = dptr(k_pool), a.v_pool = dptr(v_pool);
+    a.kp_stride = k_pool.row_stride_bytes, a.vp_stride = v_pool.row_stride_bytes, a.pool_rows = k_pool.n_rows;
+    a.f16 = k_pool.type == GgmlType::kF16;
+    a.n_q_heads = q.valid() ? rope.n_heads : 0, a.n_kv_heads = n_kv_heads, a.head_dim = int32_t(D);
+    a.rope = rope_args(rope);
+    a.err = err_;
+    const int heads = a.n_q_heads + 2 * n_kv_heads;
+    qk_rope_store_kernel<<<dim3(unsigned(n), unsigned((heads + kQkvWarps - 1) / kQkvWarps)), kQkvWarps * 32, 0,
+                           stream_>>>(a);
     CUDA_LAUNCHED();
   }
 
@@ -2073,7 +2242,7 @@ class CudaBackend final : public Backend {
   enum OpTag : uint64_t {
     kOpWrite = 1, kOpRead, kOpGetRows, kOpRmsNorm, kOpMatmul, kOpAdd, kOpSwiglu, kOpSoftmax, kOpCopy, kOpStoreKv,
     kOpRope, kOpAttention, kOpPagedAttention, kOpMoeRoute, kOpMoeMatmul, kOpMoeCombine, kOpSigmoidMul,
-    kOpSsmConv, kOpGatedDelta, kOpHadamard
+    kOpSsmConv, kOpGatedDelta, kOpHadamard, kOpAddRmsNorm, kOpQkRopeStore
   };
   static constexpr size_t kNoStage = ~size_t(0);
   static constexpr size_t kPinnedBytes = size_t(32) << 20;  // staging of one step's writes and reads
@@ -2121,6 +2290,7 @@ class CudaBackend final : public Backend {
   // What the steps did (printed at exit with ONEBIT_CUDA_GRAPH_STATS=1).
   struct GraphStats {
     uint64_t steps = 0, replays = 0, captures = 0, first_seen = 0, broken = 0, evictions = 0, drops = 0;
+    double record_ms = 0, launch_ms = 0, wait_ms = 0;  // first op to run_step; run_step; the stream's wait
   };
   struct HostRead {
     void* dst;
@@ -2136,7 +2306,11 @@ class CudaBackend final : public Backend {
   }
   template <class F>
   void defer(F&& f) {
+    if (pending_.empty()) step_open_ = host_ms();
     pending_.emplace_back(std::forward<F>(f));
+  }
+  static double host_ms() {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
   }
   // A piece of pinned staging of n bytes (16-byte aligned) for this step, or kNoStage.
   size_t stage(size_t n) {
@@ -2167,6 +2341,12 @@ class CudaBackend final : public Backend {
       broken_ = false;
       return;
     }
+    const double start = host_ms();
+    stats_.record_ms += start - step_open_;
+    struct Launched {  // the time from here to the return counts as launching
+      double start, &into;
+      ~Launched() { into += host_ms() - start; }
+    } launched{start, stats_.launch_ms};
     const StepKey key = sig_;
     const bool whole = !broken_;
     sig_ = StepKey{};
@@ -2392,6 +2572,7 @@ class CudaBackend final : public Backend {
   bool broken_ = false;
   std::unordered_map<StepKey, Graph, StepKeyHash> graphs_of_;
   uint64_t graph_clock_ = 0;
+  double step_open_ = 0.0;  // host_ms() at the step's first deferred op
   GraphStats stats_;
   uint8_t* pinned_ = nullptr;
   size_t staged_ = 0;
