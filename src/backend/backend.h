@@ -98,6 +98,17 @@ struct PagedAttentionParams {
   int32_t block_size = 0;    // pool rows per block
 };
 
+// Up to three products of one input (Backend::matmuls).
+struct Products {
+  static constexpr int kMax = 3;
+  int32_t n = 0;
+  Tensor w[kMax], out[kMax];
+  void add(const Tensor& weight, const Tensor& o) {
+    w[n] = weight;
+    out[n++] = o;
+  }
+};
+
 // A compute backend. Ops are enqueued in call order and may run asynchronously: host memory given
 // to write/read must stay valid until synchronize() returns. Outputs never alias inputs unless an
 // op says so. Shapes are checked with CHECKs: a wrong shape is a bug in the caller (the model
@@ -224,6 +235,9 @@ class Backend {
   virtual void qk_rope_store(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_norm,
                              const Tensor& k_norm, float eps, const Tensor& positions, const RopeParams& rope,
                              int32_t n_kv_heads, const Tensor& slots, const Tensor& k_pool, const Tensor& v_pool);
+  // Products of one input: p.out[i] = x * p.w[i]^T for i < p.n (q, k and v; gate and up), as
+  // matmul each.
+  virtual void matmuls(const Tensor& x, const Products& p);
 };
 
 // A backend's own scratch: grows `buf` (F32 [1, n] of `be`, never shrunk, at least 64 Ki floats) to

@@ -136,5 +136,9 @@ void Backend::qk_rope_store(const Tensor& q, const Tensor& k, const Tensor& v, c
   store_kv(v, slots, v_pool);
 }
 
+void Backend::matmuls(const Tensor& x, const Products& p) {
+  for (int32_t i = 0; i < p.n; ++i) matmul(p.w[i], x, p.out[i]);
+}
+
 }  // namespace onebit
 

@@ -197,10 +197,15 @@ void MoeScratch::free_all(Backend& be) {
 }
 
 namespace {
-// k = x wk^T (+ bk), v = x wv^T (+ bv): the rows' keys and values before their norm and RoPE.
-void project_kv(Backend& be, const AttentionWeights& w, const Tensor& x, const Tensor& k, const Tensor& v) {
-  be.matmul(w.wk, x, k);
-  be.matmul(w.wv, x, v);
+// k = x wk^T (+ bk), v = x wv^T (+ bv): the rows' keys and values before their norm and RoPE; with
+// q = x wq^T in the same call when q is valid.
+void project_kv(Backend& be, const AttentionWeights& w, const Tensor& x, const Tensor& q, const Tensor& k,
+                const Tensor& v) {
+  Products p;
+  if (q.valid()) p.add(w.wq, q);
+  p.add(w.wk, k);
+  p.add(w.wv, v);
+  be.matmuls(x, p);
   if (w.bk.valid()) {
     be.add(k, w.bk, k);
     be.add(v, w.bv, v);
@@ -213,7 +218,7 @@ void store_kv_rows(Backend& be, const BlockDims& d, const AttentionWeights& w, c
   const int64_t n = x.n_rows;
   const Tensor k = s.k.rows(0, n);  // [n, n_kv_heads * head_dim]
   const Tensor v = s.v.rows(0, n);
-  project_kv(be, w, x, k, v);
+  project_kv(be, w, x, Tensor{}, k, v);
   // qwen3: RMSNorm over each head's head_dim before RoPE (k_norm)
   RopeParams rope = d.rope;
   rope.n_heads = d.n_heads;
@@ -239,13 +244,11 @@ void attention_block(Backend& be, const BlockDims& d, const AttentionWeights& w,
     gate = q_half;
     gate.offset_bytes += size_t(d.head_dim) * sizeof(float);
     be.copy(q_half, q.reshaped(n * d.n_heads, d.head_dim));
-  } else {
-    be.matmul(w.wq, h, q);
   }
-  if (w.bq.valid()) be.add(q, w.bq, q);
   const Tensor k = s.k.rows(0, n);  // [n, n_kv_heads * head_dim]
   const Tensor v = s.v.rows(0, n);
-  project_kv(be, w, h, k, v);
+  project_kv(be, w, h, d.gated_q ? Tensor{} : q, k, v);
+  if (w.bq.valid()) be.add(q, w.bq, q);
   // qwen3: RMSNorm over each head's head_dim before RoPE (q_norm, k_norm); the rows' own K/V stored
   // first, so each row sees itself and the keys before it
   RopeParams rq = d.rope;
@@ -308,8 +311,10 @@ void delta_net_block(Backend& be, const DeltaNetDims& d, const DeltaNetWeights& 
 
 void swiglu_ffn(Backend& be, const FfnWeights& w, const Tensor& h, const Tensor& gate, const Tensor& up,
                 const Tensor& out) {
-  be.matmul(w.w_gate, h, gate);
-  be.matmul(w.w_up, h, up);
+  Products p;
+  p.add(w.w_gate, gate);
+  p.add(w.w_up, up);
+  be.matmuls(h, p);
   be.swiglu(gate, up, gate);
   be.matmul(w.w_down, gate, out);
 }

@@ -159,7 +159,8 @@ TEST_P(BackendOpsTest, MatmulEveryTypeOddShapes) {
     const int64_t wide = is_float(type) ? 16383 : 16384;
     for (const Shape& sh : {Shape{ks[0], 67, 1}, Shape{ks[0], 67, 3}, Shape{ks[0], 67, 17}, Shape{ks[0], 67, 64},
                             Shape{ks[1], 67, 1}, Shape{ks[1], 67, 3}, Shape{ks[1], 67, 17}, Shape{ks[1], 67, 64},
-                            Shape{ks[1], 259, 200}, Shape{ks[1], 96, 3}, Shape{ks[1], 96, 8}, Shape{wide, 32, 5}}) {
+                            Shape{ks[1], 259, 200}, Shape{ks[1], 96, 3}, Shape{ks[1], 96, 8}, Shape{ks[1], 96, 12},
+                            Shape{ks[0], 67, 16}, Shape{wide, 32, 5}}) {
       const int64_t k = sh.k, m = sh.m, n = sh.n;
       const auto bytes = quantized(type, m, k, 7);
       const double budget = matmul_budget(bname(), type, n);
@@ -175,6 +176,49 @@ TEST_P(BackendOpsTest, MatmulEveryTypeOddShapes) {
                 b.matmul(w, input_view(b, n, k, x), o);
               },
               budget);
+      }
+    }
+  }
+}
+
+// matmuls (q, k and v of one input; CUDA: one launch for one row when the weights share a type and
+// have whole panel copies; 2..16 rows: one launch too) against the reference's products one by one:
+// three weights of one type, of mixed types, and a row view of one (not a whole panel: the
+// products one by one), n = 1, 3 and 12.
+TEST_P(BackendOpsTest, MatmulsEqualTheProductsOneByOne) {
+  for (GgmlType type : {GgmlType::kF16, GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+    const int64_t k = block_of(type) == 256 ? 512 : 96 * 3, ms[3] = {96, 64, 32};
+    for (int mix = 0; mix < 3; ++mix) {  // 0: one type, 1: the last of another type, 2: a row view first
+      for (int64_t n : {1, 3, 12}) {
+        const auto x = random_floats(size_t(n * k), 91);
+        std::vector<uint8_t> bytes[3];  // outlive the backends: a host backend aliases them
+        GgmlType types[3];
+        int64_t rows[3];
+        for (int i = 0; i < 3; ++i) {
+          types[i] = mix == 1 && i == 2 ? GgmlType::kQ8_0 : type;
+          rows[i] = mix == 2 && i == 0 ? ms[i] + 32 : ms[i];
+          bytes[i] = quantized(types[i], rows[i], k, uint32_t(92 + i));
+        }
+        std::vector<float> got, want;
+        for (Backend* b : {&be(), &ref()}) {
+          Products p;
+          std::vector<Tensor> outs;
+          for (int i = 0; i < 3; ++i) {
+            Tensor w = b->weight_from_host(types[i], rows[i], k, bytes[i]).value();
+            if (mix == 2 && i == 0) w = w.rows(32, ms[i]);
+            outs.push_back(b->alloc(GgmlType::kF32, n, ms[i]).value());
+            p.add(w, outs.back());
+          }
+          b->matmuls(input_view(*b, n, k, x), p);
+          std::vector<float>& dst = b == &be() ? got : want;
+          for (const Tensor& o : outs) {
+            const auto d = download(*b, o);
+            dst.insert(dst.end(), d.begin(), d.end());
+          }
+        }
+        expect_close(bname(), std::string("matmuls ") + ggml_type_name(uint32_t(type)) + " mix=" + std::to_string(mix) +
+                                  " n=" + std::to_string(n), got, want,
+                     std::max(matmul_budget(bname(), type, n), matmul_budget(bname(), types[2], n)));
       }
     }
   }

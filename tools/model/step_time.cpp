@@ -5,11 +5,13 @@
 //   g++ -O2 -std=c++20 -Isrc -IBUILD/src -IBUILD tools/model/step_time.cpp -o step_time \
 //     BUILD/libonebit_model.a BUILD/libonebit_backend.a BUILD/libonebit_gguf.a BUILD/libonebit_base.a \
 //     -lpthread [-L/usr/local/cuda/lib64 -lcudart]
-//   ./step_time models/onebit-20m-q8_0.gguf cuda|cpu [threads]
+//   ./step_time models/onebit-20m-q8_0.gguf cuda|cpu [threads] [N,N,..] [reps]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "backend/backend_factory.h"
@@ -34,9 +36,16 @@ int main(int argc, char** argv) {
   std::vector<float> logits;
   const std::vector<TokenId> prompt(200, 100);
   if (!model.forward(*kv, prompt, false, logits).ok()) return 1;
-  for (int n : {1, 2, 3, 4, 6, 8, 12, 16, 32, 64}) {
+  std::vector<int> ns = {1, 2, 3, 4, 6, 8, 12, 16, 32, 64};
+  if (argc > 4) {
+    ns.clear();
+    std::stringstream list(argv[4]);
+    for (std::string item; std::getline(list, item, ',');) ns.push_back(std::atoi(item.c_str()));
+  }
+  const int reps = argc > 5 ? std::atoi(argv[5]) : 30;
+  for (int n : ns) {
     double best = 1e9;
-    for (int rep = 0; rep < 30; ++rep) {
+    for (int rep = 0; rep < reps; ++rep) {
       kv->n_past = 200;
       const std::vector<TokenId> t(size_t(n), 200);
       const auto t0 = std::chrono::steady_clock::now();

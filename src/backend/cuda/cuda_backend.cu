@@ -859,14 +859,15 @@ __device__ __forceinline__ void panel_matvec_group(const uint8_t* __restrict__ g
   float* red = xsum + (T == kQ4_K ? n_units * 8 : 0);        // kPanelWarps * 32 floats
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t u0 = n_units * warp / kPanelWarps, u1 = n_units * (warp + 1) / kPanelWarps;
+  const uint8_t* base = group + 16 * lane;
+  uint4 q[F::U][F::CH];
+  uint32_t tail[F::U];
+  if (u0 < u1) load_panel_units<T>(base, u0, u1, q, tail);  // in flight while x is staged
   stage_panel_x<T>(x, k, u0, u1, xs, xsum);
   __syncwarp();
-  const uint8_t* base = group + 16 * lane;
   float acc = 0.f;
   for (int64_t u = u0; u < u1; u += F::U) {
-    uint4 q[F::U][F::CH];
-    uint32_t tail[F::U];
-    load_panel_units<T>(base, u, u1, q, tail);
+    if (u != u0) load_panel_units<T>(base, u, u1, q, tail);
 #pragma unroll
     for (int i = 0; i < F::U; ++i) {
       if (u + i < u1) acc += panel_unit_dot<T>(q[i], tail[i], xs + (u + i) * F::E, xsum + (u + i) * 8);
@@ -890,6 +891,121 @@ __global__ void __launch_bounds__(kPanelThreads) panel_matvec_kernel(const uint8
   const int64_t r0 = int64_t(blockIdx.x) * 32;
   panel_matvec_group<T>(panel + size_t(blockIdx.x) * size_t(n_units) * panel_unit_bytes<T>(), x, out + r0, m - r0, k,
                         n_units);
+}
+
+// Up to Products::kMax matrices of one type and width, multiplied by the same x in one launch:
+// block b is group b - first[s] of matrix s (first[s] <= b < first[s + 1]).
+struct PanelSegs {
+  const uint8_t* panel[Products::kMax];
+  float* out[Products::kMax];
+  int64_t m[Products::kMax];
+  unsigned first[Products::kMax + 1];
+  int n;
+};
+
+template <int T>
+__global__ void __launch_bounds__(kPanelThreads) panel_matvec_segs_kernel(PanelSegs s, const float* __restrict__ x,
+                                                                          int64_t k, int64_t n_units) {
+  int seg = 0;
+  while (seg + 1 < s.n && blockIdx.x >= s.first[seg + 1]) ++seg;
+  const int64_t g = int64_t(blockIdx.x) - s.first[seg];
+  panel_matvec_group<T>(s.panel[seg] + size_t(g) * size_t(n_units) * panel_unit_bytes<T>(), x, s.out[seg] + g * 32,
+                        s.m[seg] - g * 32, k, n_units);
+}
+
+// stage_panel_x for nb <= NB rows of x (row j at x + j * x_stride into xs + j * xlen, its Q4_K
+// sums at xsum + j * slen), each element's loads for all rows issued before their stores.
+template <int T, int NB>
+__device__ __forceinline__ void stage_panel_rows(const float* __restrict__ x, size_t x_stride, int nb, int64_t k,
+                                                 int64_t u0, int64_t u1, float* xs, int64_t xlen, float* xsum,
+                                                 int64_t slen) {
+  using F = PanelFmt<T>;
+  const int lane = threadIdx.x % 32;
+  for (int64_t e = u0 * F::E + lane; e < u1 * F::E; e += 32) {
+    float v[NB];
+#pragma unroll
+    for (int j = 0; j < NB; ++j) v[j] = j < nb && e < k ? x[j * x_stride + e] : 0.f;
+#pragma unroll
+    for (int j = 0; j < NB; ++j) {
+      if (j < nb) xs[j * xlen + e] = v[j];
+    }
+    if constexpr (T == kQ4_K) {  // rows are whole super-blocks: e < k, and 32 lanes make a chunk
+#pragma unroll
+      for (int j = 0; j < NB; ++j) {
+        const float t = warp_sum(v[j]);
+        if (j < nb && lane == 0) xsum[j * slen + e / 32] = t;
+      }
+    }
+  }
+}
+
+// The same for nb <= NB rows of x (a verification step's few tokens): each warp stages its units'
+// part of every row, loads each unit of its 32 weight rows once and dots it with all nb rows.
+// Shared memory: x (nb * n_units * E floats), for Q4_K the 32-element sums (nb * n_units * 8),
+// the warps' partial sums (kPanelWarps * NB * 32).
+template <int T, int NB>
+__global__ void __launch_bounds__(kPanelThreads) panel_rows_segs_kernel(PanelSegs s, const float* __restrict__ x,
+                                                                        size_t x_stride, int nb, size_t o_stride,
+                                                                        int64_t k, int64_t n_units) {
+  using F = PanelFmt<T>;
+  extern __shared__ float4 panel_smem[];
+  int seg = 0;
+  while (seg + 1 < s.n && blockIdx.x >= s.first[seg + 1]) ++seg;
+  const int64_t g = int64_t(blockIdx.x) - s.first[seg];
+  const int64_t xlen = n_units * F::E, slen = T == kQ4_K ? n_units * 8 : 0;
+  float* xs = reinterpret_cast<float*>(panel_smem);
+  float* xsum = xs + nb * xlen;
+  float* red = xsum + nb * slen;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t u0 = n_units * warp / kPanelWarps, u1 = n_units * (warp + 1) / kPanelWarps;
+  const uint8_t* base = s.panel[seg] + size_t(g) * size_t(n_units) * panel_unit_bytes<T>() + 16 * lane;
+  uint4 q[F::U][F::CH];
+  uint32_t tail[F::U];
+  if (u0 < u1) load_panel_units<T>(base, u0, u1, q, tail);  // in flight while x is staged
+  stage_panel_rows<T, NB>(x, x_stride, nb, k, u0, u1, xs, xlen, xsum, slen);
+  __syncwarp();
+  float acc[NB];
+#pragma unroll
+  for (int j = 0; j < NB; ++j) acc[j] = 0.f;
+  for (int64_t u = u0; u < u1; u += F::U) {
+    if (u != u0) load_panel_units<T>(base, u, u1, q, tail);
+#pragma unroll
+    for (int j = 0; j < NB; ++j) {
+      if (j < nb) {
+        if constexpr (T == kQ6_K) {  // decode per row (hoisted for all rows, the values spill)
+#pragma unroll
+          for (int c = 0; c < F::CH; ++c) {
+            asm volatile("" : "+r"(q[0][c].x), "+r"(q[0][c].y), "+r"(q[0][c].z), "+r"(q[0][c].w));
+          }
+        }
+#pragma unroll
+        for (int i = 0; i < F::U; ++i) {
+          if (u + i < u1) acc[j] += panel_unit_dot<T>(q[i], tail[i], xs + j * xlen + (u + i) * F::E, xsum + j * slen + (u + i) * 8);
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < NB; ++j) {
+    if (j < nb) red[(warp * NB + j) * 32 + lane] = acc[j];
+  }
+  __syncthreads();
+  if (warp == 0) {
+    const int64_t rows = s.m[seg] - g * 32;
+    for (int j = 0; j < nb; ++j) {
+      float t = 0.f;
+#pragma unroll
+      for (int w = 0; w < kPanelWarps; ++w) t += red[(w * NB + j) * 32 + lane];
+      if (lane < rows) s.out[seg][j * o_stride + g * 32 + lane] = t;
+    }
+  }
+}
+constexpr int kPanelRowsMax = 16;  // panel_rows_segs_kernel's largest NB
+
+template <int T>
+size_t panel_rows_smem_bytes(int64_t n_units, int nb, int NB) {
+  return (size_t(nb) * size_t(n_units) * (PanelFmt<T>::E + (T == kQ4_K ? 8 : 0)) + size_t(kPanelWarps) * NB * 32) *
+         sizeof(float);
 }
 
 template <int T>
@@ -1749,6 +1865,10 @@ class CudaBackend final : public Backend {
   void rope(const Tensor& x, const Tensor& positions, const RopeParams& p) override {
     op(kOpRope, [=, this] { rope_now(x, positions, p); }, x, positions, p);
   }
+  void matmuls(const Tensor& x, const Products& p) override {
+    if (!panel_segs_apply(x, p)) return Backend::matmuls(x, p);
+    op(kOpMatmuls, [=, this] { panel_segs_now(x, p); }, x, p);
+  }
   void add_rms_norm(const Tensor& a, const Tensor& b, const Tensor& weight, float eps, const Tensor& sum,
                     const Tensor& out) override {
     op(kOpAddRmsNorm, [=, this] { add_rms_norm_now(a, b, weight, eps, sum, out); }, a, b, weight, eps, sum, out);
@@ -1892,6 +2012,7 @@ class CudaBackend final : public Backend {
       CUDA_LAUNCHED();
       return;
     }
+    if (Products one; n > 1 && (one.add(w, out), panel_segs_apply(x, one))) return panel_segs_now(x, one);
     if (n <= kMultiRows && panel_rows(w, x, out)) return;
     if (n <= kMultiRows && size_t(n * k) * sizeof(float) <= kMatvecSmemLimit) {
       const size_t shm = size_t(n * k) * sizeof(float);
@@ -2242,7 +2363,7 @@ class CudaBackend final : public Backend {
   enum OpTag : uint64_t {
     kOpWrite = 1, kOpRead, kOpGetRows, kOpRmsNorm, kOpMatmul, kOpAdd, kOpSwiglu, kOpSoftmax, kOpCopy, kOpStoreKv,
     kOpRope, kOpAttention, kOpPagedAttention, kOpMoeRoute, kOpMoeMatmul, kOpMoeCombine, kOpSigmoidMul,
-    kOpSsmConv, kOpGatedDelta, kOpHadamard, kOpAddRmsNorm, kOpQkRopeStore
+    kOpSsmConv, kOpGatedDelta, kOpHadamard, kOpAddRmsNorm, kOpQkRopeStore, kOpMatmuls
   };
   static constexpr size_t kNoStage = ~size_t(0);
   static constexpr size_t kPinnedBytes = size_t(32) << 20;  // staging of one step's writes and reads
@@ -2272,6 +2393,10 @@ class CudaBackend final : public Backend {
       add(p.n_heads, p.head_dim, p.n_rot, int(p.ordering), p.freq_base, int(p.scaling), p.scaling_factor,
           p.original_context, p.yarn_beta_fast, p.yarn_beta_slow, p.yarn_ext_factor, p.yarn_attn_factor);
       if (p.freq_factors.valid()) one(p.freq_factors);
+    }
+    void one(const Products& p) {
+      one(p.n);
+      for (int32_t i = 0; i < p.n; ++i) add(p.w[i], p.out[i]);
     }
     void one(const AttentionParams& p) { add(p.n_heads, p.n_kv_heads, p.head_dim, p.scale, p.first_pos); }
     void one(const PagedAttentionParams& p) { add(p.n_heads, p.n_kv_heads, p.head_dim, p.scale, p.block_size); }
@@ -2420,6 +2545,12 @@ class CudaBackend final : public Backend {
                                      cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMatvecSmemLimit)));
         CUDA_OK(cudaFuncSetAttribute(reinterpret_cast<const void*>(&moe_panel_matvec_kernel<T>),
                                      cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMatvecSmemLimit)));
+        CUDA_OK(cudaFuncSetAttribute(reinterpret_cast<const void*>(&panel_matvec_segs_kernel<T>),
+                                     cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMatvecSmemLimit)));
+        CUDA_OK(cudaFuncSetAttribute(reinterpret_cast<const void*>(&panel_rows_segs_kernel<T, 8>),
+                                     cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMatvecSmemLimit)));
+        CUDA_OK(cudaFuncSetAttribute(reinterpret_cast<const void*>(&panel_rows_segs_kernel<T, kPanelRowsMax>),
+                                     cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMatvecSmemLimit)));
         CUDA_OK(cudaFuncSetAttribute(reinterpret_cast<const void*>(&moe_panel_grouped_kernel<T>),
                                      cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMatvecSmemLimit)));
         if (const void* dk = panel_dig_kernel_ptr<T>(); dk != nullptr) {
@@ -2518,6 +2649,59 @@ class CudaBackend final : public Backend {
     });
     CUDA_LAUNCHED();
     return true;
+  }
+
+  // Whether matmuls(x, p) runs as one panel launch: 1 to kPanelRowsMax rows of x (two or more
+  // products for one row: one goes to panel_matvec), every weight with its whole panel copy, of one
+  // type and width (no rotation, float path), the outputs with one row stride.
+  bool panel_segs_apply(const Tensor& x, const Products& p) const {
+    if (x.n_rows < 1 || x.n_rows > kPanelRowsMax || p.n < 1 || (x.n_rows == 1 && p.n < 2) || dig_) return false;
+    for (int32_t i = 0; i < p.n; ++i) {
+      const Tensor& w = p.w[i];
+      const CudaBuffer* b = static_cast<const CudaBuffer*>(w.buffer);
+      if (w.in_rotation > 0 || b == nullptr || b->panel == nullptr || w.offset_bytes != 0 ||
+          w.n_rows != b->panel_rows || w.n_cols != b->panel_cols || w.type != p.w[0].type ||
+          w.n_cols != x.n_cols || p.out[i].n_rows != x.n_rows || p.out[i].n_cols != w.n_rows ||
+          (x.n_rows > 1 && fstride(p.out[i]) != fstride(p.out[0]))) {
+        return false;
+      }
+    }
+    bool fits = false;  // every weight has a panel copy: its type has a panel format
+    ONEBIT_CUDA_PANEL_SWITCH(p.w[0].type, {
+      const int64_t n_units = (x.n_cols + PanelFmt<T>::E - 1) / PanelFmt<T>::E;
+      fits = panel_rows_smem_bytes<T>(n_units, int(x.n_rows), kPanelRowsMax) <= kMatvecSmemLimit;
+    });
+    return fits;
+  }
+  void panel_segs_now(const Tensor& x, const Products& p) {
+    PanelSegs sg{};
+    sg.n = p.n;
+    unsigned blocks = 0;
+    for (int32_t i = 0; i < p.n; ++i) {
+      sg.panel[i] = static_cast<const CudaBuffer*>(p.w[i].buffer)->panel;
+      sg.out[i] = fptr(p.out[i]);
+      sg.m[i] = p.w[i].n_rows;
+      sg.first[i] = blocks;
+      blocks += blocks_for(p.w[i].n_rows, 32);
+    }
+    sg.first[p.n] = blocks;
+    const int64_t k = x.n_cols;
+    const int nb = int(x.n_rows);
+    ONEBIT_CUDA_PANEL_SWITCH(p.w[0].type, {
+      const int64_t n_units = (k + PanelFmt<T>::E - 1) / PanelFmt<T>::E;
+      if (nb == 1) {
+        panel_matvec_segs_kernel<T><<<blocks, kPanelThreads, panel_smem_bytes<T>(n_units), stream_>>>(sg, fptr(x), k,
+                                                                                                     n_units);
+      } else if (nb <= 8) {
+        panel_rows_segs_kernel<T, 8><<<blocks, kPanelThreads, panel_rows_smem_bytes<T>(n_units, nb, 8), stream_>>>(
+            sg, fptr(x), fstride(x), nb, fstride(p.out[0]), k, n_units);
+      } else {
+        panel_rows_segs_kernel<T, kPanelRowsMax><<<blocks, kPanelThreads,
+                                                   panel_rows_smem_bytes<T>(n_units, nb, kPanelRowsMax), stream_>>>(
+            sg, fptr(x), fstride(x), nb, fstride(p.out[0]), k, n_units);
+      }
+    });
+    CUDA_LAUNCHED();
   }
 
   // 2..8 activation rows on a weight's panel copy (whole 32-row groups): the grouped MoE kernel
