@@ -131,11 +131,9 @@ Status MtpHead::forward(const HeadBatch& b, std::span<const float> h, KvPool& po
   cat_h.offset_bytes += size_t(hd) * sizeof(float);
   // cat = [enorm(token_embd[tokens]); hnorm(h)]; x = eh_proj(cat)
   be_.get_rows(target_.weights().token_embd, in_.ids.reshaped(in_.ids.n_cols, 1).rows(0, n).reshaped(1, n), e);
-  be_.rms_norm(e, enorm_, d_.eps, e);
-  be_.copy(e, cat_e);
+  be_.rms_norm(e, enorm_, d_.eps, cat_e);
   be_.write(x, h.data());
-  be_.rms_norm(x, hnorm_, d_.eps, e);
-  be_.copy(e, cat_h);
+  be_.rms_norm(x, hnorm_, d_.eps, cat_h);
   be_.matmul(eh_proj_, cat, x);
   qwen3_block(be_, d_, block_, x, r, pool.k[0], pool.v[0], pool.block_size, s_);
   out.resize(size_t(no * hd));

@@ -128,9 +128,8 @@ void qwen3_block(Backend& be, const BlockDims& d, const LayerWeights& L, const T
   // x += attention(attn_norm(x)) over keys 0..attn_pos of each row's table
   be.rms_norm(x, L.attn_norm, d.eps, h);
   attention_block(be, d, L.attn, h, r, k_pool, v_pool, block_size, s.attn, o);
-  be.add(x, o, x);
   // x += ffn(ffn_norm(x)): a mixture of experts, or down(silu(gate(h)) * up(h))
-  be.rms_norm(x, L.ffn_norm, d.eps, h);
+  be.add_rms_norm(x, o, L.ffn_norm, d.eps, x, h);
   if (L.moe.router.valid()) {
     moe_ffn(be, s.moe_dims, L.moe, h, s.moe, o);
   } else {

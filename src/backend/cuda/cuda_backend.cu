@@ -898,6 +898,7 @@ __global__ void __launch_bounds__(kPanelThreads) panel_matvec_kernel(const uint8
 struct PanelSegs {
   const uint8_t* panel[Products::kMax];
   float* out[Products::kMax];
+  size_t o_stride[Products::kMax];  // floats (several rows of x)
   int64_t m[Products::kMax];
   unsigned first[Products::kMax + 1];
   int n;
@@ -945,8 +946,8 @@ __device__ __forceinline__ void stage_panel_rows(const float* __restrict__ x, si
 // the warps' partial sums (kPanelWarps * NB * 32).
 template <int T, int NB>
 __global__ void __launch_bounds__(kPanelThreads) panel_rows_segs_kernel(PanelSegs s, const float* __restrict__ x,
-                                                                        size_t x_stride, int nb, size_t o_stride,
-                                                                        int64_t k, int64_t n_units) {
+                                                                        size_t x_stride, int nb, int64_t k,
+                                                                        int64_t n_units) {
   using F = PanelFmt<T>;
   extern __shared__ float4 panel_smem[];
   int seg = 0;
@@ -996,7 +997,7 @@ __global__ void __launch_bounds__(kPanelThreads) panel_rows_segs_kernel(PanelSeg
       float t = 0.f;
 #pragma unroll
       for (int w = 0; w < kPanelWarps; ++w) t += red[(w * NB + j) * 32 + lane];
-      if (lane < rows) s.out[seg][j * o_stride + g * 32 + lane] = t;
+      if (lane < rows) s.out[seg][j * s.o_stride[seg] + g * 32 + lane] = t;
     }
   }
 }
@@ -2653,7 +2654,7 @@ class CudaBackend final : public Backend {
 
   // Whether matmuls(x, p) runs as one panel launch: 1 to kPanelRowsMax rows of x (two or more
   // products for one row: one goes to panel_matvec), every weight with its whole panel copy, of one
-  // type and width (no rotation, float path), the outputs with one row stride.
+  // type and width (no rotation, float path).
   bool panel_segs_apply(const Tensor& x, const Products& p) const {
     if (x.n_rows < 1 || x.n_rows > kPanelRowsMax || p.n < 1 || (x.n_rows == 1 && p.n < 2) || dig_) return false;
     for (int32_t i = 0; i < p.n; ++i) {
@@ -2661,8 +2662,7 @@ class CudaBackend final : public Backend {
       const CudaBuffer* b = static_cast<const CudaBuffer*>(w.buffer);
       if (w.in_rotation > 0 || b == nullptr || b->panel == nullptr || w.offset_bytes != 0 ||
           w.n_rows != b->panel_rows || w.n_cols != b->panel_cols || w.type != p.w[0].type ||
-          w.n_cols != x.n_cols || p.out[i].n_rows != x.n_rows || p.out[i].n_cols != w.n_rows ||
-          (x.n_rows > 1 && fstride(p.out[i]) != fstride(p.out[0]))) {
+          w.n_cols != x.n_cols || p.out[i].n_rows != x.n_rows || p.out[i].n_cols != w.n_rows) {
         return false;
       }
     }
@@ -2680,6 +2680,7 @@ class CudaBackend final : public Backend {
     for (int32_t i = 0; i < p.n; ++i) {
       sg.panel[i] = static_cast<const CudaBuffer*>(p.w[i].buffer)->panel;
       sg.out[i] = fptr(p.out[i]);
+      sg.o_stride[i] = fstride(p.out[i]);
       sg.m[i] = p.w[i].n_rows;
       sg.first[i] = blocks;
       blocks += blocks_for(p.w[i].n_rows, 32);
@@ -2694,11 +2695,11 @@ class CudaBackend final : public Backend {
                                                                                                      n_units);
       } else if (nb <= 8) {
         panel_rows_segs_kernel<T, 8><<<blocks, kPanelThreads, panel_rows_smem_bytes<T>(n_units, nb, 8), stream_>>>(
-            sg, fptr(x), fstride(x), nb, fstride(p.out[0]), k, n_units);
+            sg, fptr(x), fstride(x), nb, k, n_units);
       } else {
         panel_rows_segs_kernel<T, kPanelRowsMax><<<blocks, kPanelThreads,
                                                    panel_rows_smem_bytes<T>(n_units, nb, kPanelRowsMax), stream_>>>(
-            sg, fptr(x), fstride(x), nb, fstride(p.out[0]), k, n_units);
+            sg, fptr(x), fstride(x), nb, k, n_units);
       }
     });
     CUDA_LAUNCHED();
