@@ -914,8 +914,9 @@ __global__ void __launch_bounds__(kPanelThreads) panel_matvec_segs_kernel(PanelS
                         s.m[seg] - g * 32, k, n_units);
 }
 
-// stage_panel_x for nb <= NB rows of x (row j at x + j * x_stride into xs + j * xlen, its Q4_K
-// sums at xsum + j * slen), each element's loads for all rows issued before their stores.
+// stage_panel_x for NB rows: rows j < nb of x (row j at x + j * x_stride into xs + j * xlen, its
+// Q4_K sums at xsum + j * slen), zeros for the rest; each element's loads for all rows issued
+// before their stores.
 template <int T, int NB>
 __device__ __forceinline__ void stage_panel_rows(const float* __restrict__ x, size_t x_stride, int nb, int64_t k,
                                                  int64_t u0, int64_t u1, float* xs, int64_t xlen, float* xsum,
@@ -927,23 +928,22 @@ __device__ __forceinline__ void stage_panel_rows(const float* __restrict__ x, si
 #pragma unroll
     for (int j = 0; j < NB; ++j) v[j] = j < nb && e < k ? x[j * x_stride + e] : 0.f;
 #pragma unroll
-    for (int j = 0; j < NB; ++j) {
-      if (j < nb) xs[j * xlen + e] = v[j];
-    }
+    for (int j = 0; j < NB; ++j) xs[j * xlen + e] = v[j];
     if constexpr (T == kQ4_K) {  // rows are whole super-blocks: e < k, and 32 lanes make a chunk
 #pragma unroll
       for (int j = 0; j < NB; ++j) {
         const float t = warp_sum(v[j]);
-        if (j < nb && lane == 0) xsum[j * slen + e / 32] = t;
+        if (lane == 0) xsum[j * slen + e / 32] = t;
       }
     }
   }
 }
 
 // The same for nb <= NB rows of x (a verification step's few tokens): each warp stages its units'
-// part of every row, loads each unit of its 32 weight rows once and dots it with all nb rows.
-// Shared memory: x (nb * n_units * E floats), for Q4_K the 32-element sums (nb * n_units * 8),
-// the warps' partial sums (kPanelWarps * NB * 32).
+// part of every row (NB rows, zeros past nb: no branch in the products, so a unit is decoded once
+// for all rows), loads each unit of its 32 weight rows once and dots it with the NB rows.
+// Shared memory: x (NB * n_units * E floats), for Q4_K the 32-element sums (NB * n_units * 8), the
+// warps' partial sums (kPanelWarps * NB * 32).
 template <int T, int NB>
 __global__ void __launch_bounds__(kPanelThreads) panel_rows_segs_kernel(PanelSegs s, const float* __restrict__ x,
                                                                         size_t x_stride, int nb, int64_t k,
@@ -955,8 +955,9 @@ __global__ void __launch_bounds__(kPanelThreads) panel_rows_segs_kernel(PanelSeg
   const int64_t g = int64_t(blockIdx.x) - s.first[seg];
   const int64_t xlen = n_units * F::E, slen = T == kQ4_K ? n_units * 8 : 0;
   float* xs = reinterpret_cast<float*>(panel_smem);
-  float* xsum = xs + nb * xlen;
-  float* red = xsum + nb * slen;
+  float* xsum = xs + NB * xlen;
+  float* red = xsum + NB * slen;
+  constexpr bool kDecodeOnce = T == kF16 || T == kQ4_0 || T == kQ8_0;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t u0 = n_units * warp / kPanelWarps, u1 = n_units * (warp + 1) / kPanelWarps;
   const uint8_t* base = s.panel[seg] + size_t(g) * size_t(n_units) * panel_unit_bytes<T>() + 16 * lane;
@@ -972,24 +973,23 @@ __global__ void __launch_bounds__(kPanelThreads) panel_rows_segs_kernel(PanelSeg
     if (u != u0) load_panel_units<T>(base, u, u1, q, tail);
 #pragma unroll
     for (int j = 0; j < NB; ++j) {
-      if (j < nb) {
-        if constexpr (T == kQ6_K) {  // decode per row (hoisted for all rows, the values spill)
+      // The K-quants' decoded units do not fit beside NB rows' sums (they spill): those decode per
+      // row, and skip the zero rows.
+      if (!kDecodeOnce && j >= nb) continue;
+      if constexpr (T == kQ6_K) {  // decode per row (hoisted for all rows, the values spill)
 #pragma unroll
-          for (int c = 0; c < F::CH; ++c) {
-            asm volatile("" : "+r"(q[0][c].x), "+r"(q[0][c].y), "+r"(q[0][c].z), "+r"(q[0][c].w));
-          }
+        for (int c = 0; c < F::CH; ++c) {
+          asm volatile("" : "+r"(q[0][c].x), "+r"(q[0][c].y), "+r"(q[0][c].z), "+r"(q[0][c].w));
         }
+      }
 #pragma unroll
-        for (int i = 0; i < F::U; ++i) {
-          if (u + i < u1) acc[j] += panel_unit_dot<T>(q[i], tail[i], xs + j * xlen + (u + i) * F::E, xsum + j * slen + (u + i) * 8);
-        }
+      for (int i = 0; i < F::U; ++i) {
+        if (u + i < u1) acc[j] += panel_unit_dot<T>(q[i], tail[i], xs + j * xlen + (u + i) * F::E, xsum + j * slen + (u + i) * 8);
       }
     }
   }
 #pragma unroll
-  for (int j = 0; j < NB; ++j) {
-    if (j < nb) red[(warp * NB + j) * 32 + lane] = acc[j];
-  }
+  for (int j = 0; j < NB; ++j) red[(warp * NB + j) * 32 + lane] = acc[j];
   __syncthreads();
   if (warp == 0) {
     const int64_t rows = s.m[seg] - g * 32;
@@ -1003,9 +1003,12 @@ __global__ void __launch_bounds__(kPanelThreads) panel_rows_segs_kernel(PanelSeg
 }
 constexpr int kPanelRowsMax = 16;  // panel_rows_segs_kernel's largest NB
 
+// The NB of panel_rows_segs_kernel for nb rows: 2, 4, 8 or 16.
+constexpr int panel_rows_nb(int nb) { return nb <= 2 ? 2 : nb <= 4 ? 4 : nb <= 8 ? 8 : kPanelRowsMax; }
+
 template <int T>
-size_t panel_rows_smem_bytes(int64_t n_units, int nb, int NB) {
-  return (size_t(nb) * size_t(n_units) * (PanelFmt<T>::E + (T == kQ4_K ? 8 : 0)) + size_t(kPanelWarps) * NB * 32) *
+size_t panel_rows_smem_bytes(int64_t n_units, int NB) {
+  return (size_t(NB) * size_t(n_units) * (PanelFmt<T>::E + (T == kQ4_K ? 8 : 0)) + size_t(kPanelWarps) * NB * 32) *
          sizeof(float);
 }
 
@@ -2548,6 +2551,10 @@ class CudaBackend final : public Backend {
                                      cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMatvecSmemLimit)));
         CUDA_OK(cudaFuncSetAttribute(reinterpret_cast<const void*>(&panel_matvec_segs_kernel<T>),
                                      cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMatvecSmemLimit)));
+        CUDA_OK(cudaFuncSetAttribute(reinterpret_cast<const void*>(&panel_rows_segs_kernel<T, 2>),
+                                     cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMatvecSmemLimit)));
+        CUDA_OK(cudaFuncSetAttribute(reinterpret_cast<const void*>(&panel_rows_segs_kernel<T, 4>),
+                                     cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMatvecSmemLimit)));
         CUDA_OK(cudaFuncSetAttribute(reinterpret_cast<const void*>(&panel_rows_segs_kernel<T, 8>),
                                      cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMatvecSmemLimit)));
         CUDA_OK(cudaFuncSetAttribute(reinterpret_cast<const void*>(&panel_rows_segs_kernel<T, kPanelRowsMax>),
@@ -2669,7 +2676,7 @@ class CudaBackend final : public Backend {
     bool fits = false;  // every weight has a panel copy: its type has a panel format
     ONEBIT_CUDA_PANEL_SWITCH(p.w[0].type, {
       const int64_t n_units = (x.n_cols + PanelFmt<T>::E - 1) / PanelFmt<T>::E;
-      fits = panel_rows_smem_bytes<T>(n_units, int(x.n_rows), kPanelRowsMax) <= kMatvecSmemLimit;
+      fits = panel_rows_smem_bytes<T>(n_units, panel_rows_nb(int(x.n_rows))) <= kMatvecSmemLimit;
     });
     return fits;
   }
@@ -2693,13 +2700,17 @@ class CudaBackend final : public Backend {
       if (nb == 1) {
         panel_matvec_segs_kernel<T><<<blocks, kPanelThreads, panel_smem_bytes<T>(n_units), stream_>>>(sg, fptr(x), k,
                                                                                                      n_units);
-      } else if (nb <= 8) {
-        panel_rows_segs_kernel<T, 8><<<blocks, kPanelThreads, panel_rows_smem_bytes<T>(n_units, nb, 8), stream_>>>(
-            sg, fptr(x), fstride(x), nb, k, n_units);
       } else {
-        panel_rows_segs_kernel<T, kPanelRowsMax><<<blocks, kPanelThreads,
-                                                   panel_rows_smem_bytes<T>(n_units, nb, kPanelRowsMax), stream_>>>(
-            sg, fptr(x), fstride(x), nb, k, n_units);
+        auto launch = [&]<int NB>() {
+          panel_rows_segs_kernel<T, NB><<<blocks, kPanelThreads, panel_rows_smem_bytes<T>(n_units, NB), stream_>>>(
+              sg, fptr(x), fstride(x), nb, k, n_units);
+        };
+        switch (panel_rows_nb(nb)) {
+          case 2: launch.template operator()<2>(); break;
+          case 4: launch.template operator()<4>(); break;
+          case 8: launch.template operator()<8>(); break;
+          default: launch.template operator()<kPanelRowsMax>(); break;
+        }
       }
     });
     CUDA_LAUNCHED();
