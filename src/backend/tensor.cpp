@@ -141,4 +141,3 @@ void Backend::matmuls(const Tensor& x, const Products& p) {
 }
 
 }  // namespace onebit
-
