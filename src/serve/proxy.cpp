@@ -198,7 +198,7 @@ void ChildBackend::post(const http::Request& req, http::Response& res, std::shar
     post_streamed(req, res, std::move(hold), alias);
     return;
   }
-  auto client = make_client(port_);
+  auto client = make_client(port());
   WholeCall call{client.get()};
   if (auto refused = aborter_->add(&call)) return set_error(res, ApiErrorKind::kUnavailable, *refused);
   auto r = client->Post(upstream_target(req), req.body, req.get_header_value("Content-Type").empty()
@@ -218,7 +218,7 @@ void ChildBackend::post(const http::Request& req, http::Response& res, std::shar
 void ChildBackend::post_streamed(const http::Request& req, http::Response& res, std::shared_ptr<void> hold,
                                  const std::string& alias) {
   auto st = std::make_shared<StreamState>();
-  st->client = make_client(port_);
+  st->client = make_client(port());
   {
     std::lock_guard<std::mutex> lock(aborter_->mu);
     if (!aborter_->shutdown.empty()) return set_error(res, ApiErrorKind::kUnavailable, aborter_->shutdown);
@@ -303,7 +303,7 @@ void ChildBackend::post_streamed(const http::Request& req, http::Response& res, 
 }
 
 void ChildBackend::relay(const http::Request& req, http::Response& res) {
-  auto client = make_client(port_);
+  auto client = make_client(port());
   httplib::Request up;
   up.method = req.method;
   up.path = upstream_target(req);

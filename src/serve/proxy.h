@@ -37,7 +37,9 @@ class ChildBackend : public FrontBackend {
   std::string route() const override { return route_; }
   bool ready() const override { return ready_.load(); }
   void set_ready(bool r) { ready_.store(r); }
-  int port() const { return port_; }
+  int port() const { return port_.load(); }
+  // A restarted child listens on a new port (its old one may have been taken meanwhile).
+  void set_port(int port) { port_.store(port); }
 
   void post(const http::Request& req, http::Response& res, std::shared_ptr<void> hold,
             const std::string& alias) override;
@@ -53,7 +55,7 @@ class ChildBackend : public FrontBackend {
                      const std::string& alias);
   std::string label_;
   std::string route_;
-  int port_;
+  std::atomic<int> port_;
   std::atomic<bool> ready_{false};
   std::shared_ptr<Aborter> aborter_;
 };

@@ -20,6 +20,7 @@ struct RunningChild {
   ChildBackend* backend;
   size_t idx;  // in the front's backends (0: the primary)
   ChildSpec spec;
+  std::vector<size_t> port_args;          // the spec's arguments that are its port
   std::unique_ptr<ChildProcess> process;  // null while an overflow child waits to restart
   int64_t started_ms = 0;
   bool hung = false;                      // /health unanswered past the child timeout
@@ -42,10 +43,10 @@ bool wait_for_signal(const sigset_t& set, std::chrono::milliseconds timeout) {
 // its read timeout) and records when it last answered 200.
 class Prober {
  public:
-  Prober(int port, std::shared_ptr<std::atomic<int64_t>> last_ok)
-      : thread_([this, port, last_ok] {
+  Prober(const ChildBackend* child, std::shared_ptr<std::atomic<int64_t>> last_ok)
+      : thread_([this, child, last_ok] {
           while (!stop_.load()) {
-            if (child_health_ok(port)) last_ok->store(now_ms());
+            if (child_health_ok(child->port())) last_ok->store(now_ms());
             for (int i = 0; i < 5 && !stop_.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
           }
         }) {}
@@ -77,9 +78,12 @@ int run_child_plan(const Plan& plan, const ServeOptions& options, const Supervis
     }
     auto child = std::make_unique<ChildBackend>(b.role + "/" + b.route, b.route, *port);
     ChildSpec spec{b.binary, b.argv, b.env_added, "[" + b.role + "/" + b.route + "] "};
-    for (auto& a : spec.argv)
-      if (a == kPortPlaceholder) a = std::to_string(*port);
     RunningChild rc;
+    for (size_t i = 0; i < spec.argv.size(); ++i) {
+      if (spec.argv[i] != kPortPlaceholder) continue;
+      spec.argv[i] = std::to_string(*port);
+      rc.port_args.push_back(i);
+    }
     rc.backend = child.get();
     rc.idx = children.size();
     rc.spec = std::move(spec);
@@ -117,7 +121,7 @@ int run_child_plan(const Plan& plan, const ServeOptions& options, const Supervis
     }
     c.process = std::move(*proc);
     c.started_ms = now_ms();
-    probers.push_back(std::make_unique<Prober>(c.backend->port(), c.last_ok_ms));
+    probers.push_back(std::make_unique<Prober>(c.backend, c.last_ok_ms));
   }
 
   const int64_t child_timeout_ms = plan.child_timeout_s * 1000;
@@ -150,6 +154,12 @@ int run_child_plan(const Plan& plan, const ServeOptions& options, const Supervis
         }
       }
       if (!c.process && c.restart_at_ms > 0 && now >= c.restart_at_ms) {
+        // On a fresh port: another program may have bound the old one since (a child that
+        // cannot bind exits at once, and would again on every restart).
+        if (auto port = find_free_loopback_port(); port.ok()) {
+          c.backend->set_port(*port);
+          for (size_t i : c.port_args) c.spec.argv[i] = std::to_string(*port);
+        }
         auto proc = ChildProcess::start(c.spec);
         ++c.restarts;
         if (!proc.ok()) {

@@ -3,7 +3,10 @@
 // child death, and no orphans after the front is SIGKILLed.
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -92,6 +95,22 @@ class FrontTest : public ::testing::Test {
       }
     }
     return pid;
+  }
+
+  // The --port of the child last started with `--device DEVICE`, or -1.
+  int port_of(const std::string& device) {
+    int port = -1;
+    for (const json& r : records()) {
+      const auto& argv = r["argv"];
+      bool is_it = false;
+      int p = -1;
+      for (size_t i = 0; i + 1 < argv.size(); ++i) {
+        is_it = is_it || (argv[i] == "--device" && argv[i + 1] == device);
+        if (argv[i] == "--port") p = std::stoi(argv[i + 1].get<std::string>());
+      }
+      if (is_it) port = p;
+    }
+    return port;
   }
 
   std::vector<json> records() {
@@ -374,9 +393,25 @@ TEST_F(FrontTest, KilledOverflowChildIsRestartedWhileThePrimaryServes) {
               {{"ONEBIT_LLAMA_SERVER", fake_}, {"ONEBIT_LEAN_SERVER", fake_}, {"FAKE_DELAY_MS", "1000"}});
   auto rec = records();
   ASSERT_EQ(rec.size(), 2u);
-  const int overflow_pid = pid_of("ROCm0");
+  const int overflow_pid = pid_of("ROCm0"), old_port = port_of("ROCm0");
   ASSERT_GT(overflow_pid, 0);
+  ASSERT_GT(old_port, 0);
   ASSERT_EQ(::kill(overflow_pid, SIGKILL), 0);
+  // Another program takes the dead child's port (as one did in CI): the restart must use another.
+  const int squatter = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(squatter, 0);
+  const int one = 1;
+  ::setsockopt(squatter, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(uint16_t(old_port));
+  bool bound = false;
+  for (int i = 0; i < 50 && !bound; ++i) {  // the killed child's socket closes as it exits
+    bound = ::bind(squatter, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 && ::listen(squatter, 4) == 0;
+    if (!bound) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_TRUE(bound) << "could not take the killed child's port " << old_port;
   // The primary keeps serving while the overflow restarts.
   for (int i = 0; i < 5; ++i) {
     auto r = client().Post("/v1/chat/completions", R"({})", "application/json");
@@ -393,6 +428,7 @@ TEST_F(FrontTest, KilledOverflowChildIsRestartedWhileThePrimaryServes) {
   }
   ASSERT_EQ(records().size(), 3u);
   EXPECT_NE(pid_of("ROCm0"), overflow_pid);
+  EXPECT_NE(port_of("ROCm0"), old_port) << "restarted on its old port, which another program holds";
   // Serving again: with the primary busy, a second request reaches the restarted overflow.
   bool reached = false;
   for (int attempt = 0; attempt < 20 && !reached; ++attempt) {
@@ -405,6 +441,7 @@ TEST_F(FrontTest, KilledOverflowChildIsRestartedWhileThePrimaryServes) {
   }
   EXPECT_TRUE(reached);
   EXPECT_FALSE(front_->poll_exit());
+  ::close(squatter);
 }
 
 TEST_F(FrontTest, KilledPrimaryEndsTheFrontWithoutOrphans) {
