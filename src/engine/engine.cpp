@@ -585,7 +585,7 @@ void Engine::step() {
   times_.turn_ms += done - turn_start;
   // Decode-only turns teach the governor what drafting gives against not drafting.
   if (options_.drafter && options_.draft_when_it_pays && plan.n_decode > 0 && plan.n_tokens == plan.n_decode + plan.n_draft) {
-    governor_.record(plan.n_decode, plan.n_draft > 0, now_ms() - turn_start, step_tokens_);
+    governor_.record(plan.n_decode, plan.n_draft > 0, done - turn_start, step_tokens_);
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -717,8 +717,9 @@ void Engine::show_unseen(const std::vector<Live*>& show) {
   }
   call();
   for (Live* live : show) live->seen_rows.clear();  // after the calls: their spans point into these
-  times_.observe_ms += now_ms() - start;
-  const double ms = (now_ms() - start) / double(positions);
+  const double elapsed = now_ms() - start;
+  times_.observe_ms += elapsed;
+  const double ms = elapsed / double(positions);
   drafter_costs_.observe_ms = drafter_costs_.observe_ms <= 0.0 ? ms : 0.9 * drafter_costs_.observe_ms + 0.1 * ms;
 }
 
