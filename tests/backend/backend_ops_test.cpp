@@ -224,6 +224,50 @@ TEST_P(BackendOpsTest, MatmulsEqualTheProductsOneByOne) {
   }
 }
 
+// Wide products of few output rows, as a small model's k / v projections and the products after
+// its attention (CUDA cuts them along k into slices whose sums the group's last slice adds:
+// PanelSplit): one weight and matmuls of three, 1, 3 and 16 activation rows, each run three times
+// with new activations (a slice ticket left set by one launch would corrupt the next), against the
+// reference every time.
+TEST_P(BackendOpsTest, WideProductsOfFewRows) {
+  for (GgmlType type : {GgmlType::kF16, GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+    const int64_t k = 8192, ms[3] = {67, 64, 32};
+    std::vector<uint8_t> bytes[3];
+    for (int i = 0; i < 3; ++i) bytes[i] = quantized(type, ms[i], k, uint32_t(61 + i));
+    for (int64_t n : {1, 3, 16}) {
+      Tensor w[2][3], outs[2][3];
+      Backend* bes[2] = {&be(), &ref()};
+      for (int b = 0; b < 2; ++b) {
+        for (int i = 0; i < 3; ++i) {
+          w[b][i] = bes[b]->weight_from_host(type, ms[i], k, bytes[i]).value();
+          outs[b][i] = bes[b]->alloc(GgmlType::kF32, n, ms[i]).value();
+        }
+      }
+      for (int round = 0; round < 3; ++round) {
+        const auto x = random_floats(size_t(n * k), uint32_t(70 + round));
+        std::vector<float> got, want, got1, want1;
+        for (int b = 0; b < 2; ++b) {
+          Products p;
+          for (int i = 0; i < 3; ++i) p.add(w[b][i], outs[b][i]);
+          const Tensor xv = input_view(*bes[b], n, k, x);
+          bes[b]->matmuls(xv, p);
+          std::vector<float>& dst = b == 0 ? got : want;
+          for (const Tensor& o : outs[b]) {
+            const auto d = download(*bes[b], o);
+            dst.insert(dst.end(), d.begin(), d.end());
+          }
+          bes[b]->matmul(w[b][0], xv, outs[b][0]);
+          (b == 0 ? got1 : want1) = download(*bes[b], outs[b][0]);
+        }
+        const std::string what = std::string(ggml_type_name(uint32_t(type))) + " k=" + std::to_string(k) +
+                                 " n=" + std::to_string(n) + " round " + std::to_string(round);
+        expect_close(bname(), "matmuls " + what, got, want, matmul_budget(bname(), type, n));
+        expect_close(bname(), "matmul m=67 " + what, got1, want1, matmul_budget(bname(), type, n));
+      }
+    }
+  }
+}
+
 // Activation rows of very different magnitudes (1e-7 .. 1e5, as hidden states with outliers have)
 // in one product: each row's error within the budget on its own (CUDA's tensor cores scale each row
 // by a power of two into fp16's range first; without that, 1e5-sized rows overflow fp16 and
