@@ -54,16 +54,16 @@ using namespace cuda_detail;
   } while (0)
 // After a kernel launch, in the backend's members: errors checked, and the stream's last op is a
 // kernel (launch_panel may then overlap the next panel product with it).
-#define CUDA_LAUNCHED()               \
-  do {                                \
-    CUDA_OK(cudaGetLastError());      \
-    kernel_tail_ = true;              \
+#define CUDA_LAUNCHED()          \
+  do {                           \
+    CUDA_OK(cudaGetLastError()); \
+    kernel_tail_ = true;         \
   } while (0)
 // A copy or memset on the stream, in the backend's members: the stream's last op is no kernel.
-#define CUDA_COPY(expr)          \
-  do {                           \
-    CUDA_OK(expr);               \
-    kernel_tail_ = false;        \
+#define CUDA_COPY(expr)   \
+  do {                    \
+    CUDA_OK(expr);        \
+    kernel_tail_ = false; \
   } while (0)
 
 // Error bits the kernels set in the device flag (reported at synchronize).
@@ -110,11 +110,13 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
-// Programmatic dependent launch (sm_90): a step kernel lets the next kernel in the stream start
-// at once (pdl_trigger, first thing); a kernel launched with the attribute (the panel products,
-// launch_panel) runs what does not depend on earlier kernels (its first weight loads), then
-// pdl_wait: every earlier kernel done and its writes visible. Both are no-ops without the launch
-// attribute and on older GPUs.
+// Programmatic dependent launch (sm_90): every step kernel lets the next kernel in the stream
+// start at once (pdl_trigger, first thing), and is launched with the attribute that allows it to
+// start before the kernel before it ends (CudaBackend::launch); so before it reads or writes
+// anything that earlier kernels touch, it waits for them (pdl_wait: every earlier kernel done and
+// its writes visible). pdl_start is both, for kernels with nothing to do before; the panel
+// products issue their first weight loads (constant during a step) in between. No-ops without
+// the launch attribute and on older GPUs.
 __device__ __forceinline__ void pdl_trigger() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
@@ -125,12 +127,16 @@ __device__ __forceinline__ void pdl_wait() {
   asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
 }
+__device__ __forceinline__ void pdl_start() {
+  pdl_trigger();
+  pdl_wait();
+}
 
 template <int T>
 __global__ void get_rows_kernel(const uint8_t* __restrict__ table, size_t t_stride, int64_t t_rows,
                                 const int32_t* __restrict__ ids, float* out, size_t o_stride, int64_t n, int64_t d,
                                 int* err) {
-  pdl_trigger();
+  pdl_start();
   const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= n * d) return;
   const int64_t i = idx / d, c = idx % d;
@@ -179,7 +185,7 @@ template <int T>
 __global__ void __launch_bounds__(kMatvecThreads) matvec_kernel(const uint8_t* __restrict__ w, size_t w_stride,
                                                                 const float* __restrict__ x, float* __restrict__ out,
                                                                 int64_t m, int64_t k, bool smem) {
-  pdl_trigger();
+  pdl_start();
   extern __shared__ float xs[];
   const float* xv = x;
   if (smem) {
@@ -202,7 +208,7 @@ __global__ void __launch_bounds__(kMatvecThreads) matvec_multi_kernel(const uint
                                                                       const float* __restrict__ x, size_t x_stride,
                                                                       float* __restrict__ out, size_t o_stride,
                                                                       int64_t m, int n, int64_t k) {
-  pdl_trigger();
+  pdl_start();
   extern __shared__ float xs[];
   for (int j = 0; j < n; ++j)
     for (int64_t i = threadIdx.x; i < k; i += blockDim.x) xs[j * k + i] = x[size_t(j) * x_stride + i];
@@ -235,7 +241,7 @@ __global__ void __launch_bounds__(256) matmul_tiled_kernel(const uint8_t* __rest
                                                            const float* __restrict__ x, size_t x_stride,
                                                            float* __restrict__ out, size_t o_stride, int64_t m,
                                                            int64_t n, int64_t k) {
-  pdl_trigger();
+  pdl_start();
   __shared__ float ws[kTileK][kTileM + 1];
   __shared__ float xs[kTileK][kTileN + 1];
   const int tid = threadIdx.x, lane = tid % 32, wid = tid / 32;
@@ -300,7 +306,7 @@ __device__ float block_max_float(float v, float* sh) {
 
 __global__ void rms_norm_kernel(const float* x, size_t x_stride, const float* __restrict__ w, float eps, float* out,
                                 size_t o_stride, int64_t d) {
-  pdl_trigger();
+  pdl_start();
   __shared__ double sh[32];
   const float* xr = x + size_t(blockIdx.x) * x_stride;
   float* o = out + size_t(blockIdx.x) * o_stride;
@@ -312,7 +318,7 @@ __global__ void rms_norm_kernel(const float* x, size_t x_stride, const float* __
 }
 
 __global__ void softmax_kernel(const float* x, size_t x_stride, float* out, size_t o_stride, int64_t d) {
-  pdl_trigger();
+  pdl_start();
   __shared__ double sh[32];
   __shared__ float shf[32];
   const float* xr = x + size_t(blockIdx.x) * x_stride;
@@ -329,7 +335,7 @@ __global__ void softmax_kernel(const float* x, size_t x_stride, float* out, size
 
 __global__ void add_kernel(const float* a, size_t a_stride, const float* b, size_t b_stride, bool bcast, float* out,
                            size_t o_stride, int64_t n, int64_t d) {
-  pdl_trigger();
+  pdl_start();
   const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= n * d) return;
   const int64_t r = idx / d, c = idx % d;
@@ -338,7 +344,7 @@ __global__ void add_kernel(const float* a, size_t a_stride, const float* b, size
 
 __global__ void swiglu_kernel(const float* g, size_t g_stride, const float* u, size_t u_stride, float* out,
                               size_t o_stride, int64_t n, int64_t d) {
-  pdl_trigger();
+  pdl_start();
   const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= n * d) return;
   const int64_t r = idx / d, c = idx % d;
@@ -350,7 +356,7 @@ __global__ void swiglu_kernel(const float* g, size_t g_stride, const float* u, s
 __global__ void store_kv_kernel(const float* __restrict__ src, size_t s_stride, const int32_t* __restrict__ slots,
                                 uint8_t* dst, size_t d_stride, int64_t d_rows, bool f16, int64_t n, int64_t d,
                                 int* err) {
-  pdl_trigger();
+  pdl_start();
   const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= n * d) return;
   const int64_t i = idx / d, c = idx % d;
@@ -399,7 +405,7 @@ __device__ __forceinline__ void rope_pair(float* head, int i, int32_t pos, const
 }
 
 __global__ void rope_kernel(float* x, size_t x_stride, const int32_t* __restrict__ positions, int64_t n, RopeArgs a) {
-  pdl_trigger();
+  pdl_start();
   const int half = a.n_rot / 2;
   const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= n * a.n_heads * half) return;
@@ -415,7 +421,7 @@ __global__ void rope_kernel(float* x, size_t x_stride, const int32_t* __restrict
 __global__ void add_rms_norm_kernel(const float* a, size_t a_stride, const float* b, size_t b_stride, float* sum,
                                     size_t s_stride, const float* __restrict__ w, float eps, float* out,
                                     size_t o_stride, int64_t d) {
-  pdl_trigger();
+  pdl_start();
   __shared__ double sh[32];
   const float* ar = a + size_t(blockIdx.x) * a_stride;
   const float* br = b + size_t(blockIdx.x) * b_stride;
@@ -459,7 +465,7 @@ struct QkvArgs {
 };
 
 __global__ void __launch_bounds__(kQkvWarps * 32) qk_rope_store_kernel(QkvArgs a) {
-  pdl_trigger();
+  pdl_start();
   __shared__ float sh[kQkvWarps][kAttnMaxDimQkv];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t r = blockIdx.x;
@@ -538,7 +544,7 @@ struct AttnArgs {
 // taking keys w, w + kAttnWarps, ...; the warps' partial results merged through shared memory.
 template <bool PAGED, bool F16>
 __global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(AttnArgs a) {
-  pdl_trigger();
+  pdl_start();
   __shared__ float sh_m[kAttnWarps], sh_l[kAttnWarps];
   __shared__ float sh_acc[kAttnWarps][kAttnMaxDim];
   const int h = blockIdx.x;
@@ -885,62 +891,6 @@ __device__ __forceinline__ void load_panel_units(const uint8_t* __restrict__ bas
   }
 }
 
-// A panel product cut along k (few panel groups: a launch of 64 blocks leaves half of an H100's
-// 132 multiprocessors idle): block b is slice b % split of group b / split, the slice a panel of
-// its own (units [n_units * slice / split, n_units * (slice + 1) / split)). Each slice writes its
-// 32 sums per activation row to part; the group's last slice to finish (its ticket) adds the
-// slices' sums in slice order (so the result does not depend on timing), writes the rows and
-// resets the ticket for the next launch. split 1: no scratch, the block writes its rows.
-struct PanelSplit {
-  int split = 1;
-  float* part = nullptr;        // [groups * split][rows of x][32]
-  unsigned* tickets = nullptr;  // [groups], zero between launches
-};
-
-// The rows of one block's group: v[j] (row lane of activation row j < nb, all NB when nb is
-// NB) to out[j * o_stride + lane] for lane < rows, through part / tickets when split.
-template <int NB>
-__device__ __forceinline__ void panel_finish(const PanelSplit& sp, int64_t gid, int slice, const float (&v)[NB], int nb,
-                                             float* __restrict__ out, size_t o_stride, int64_t rows) {
-  const int lane = threadIdx.x % 32;
-  if (sp.split == 1) {
-    for (int j = 0; j < nb; ++j) {
-      if (lane < rows) out[j * o_stride + lane] = v[j];
-    }
-    return;
-  }
-  float* mine = sp.part + (size_t(gid) * sp.split + slice) * NB * 32;
-  for (int j = 0; j < nb; ++j) mine[j * 32 + lane] = v[j];
-  __threadfence();
-  unsigned t = 0;
-  if (lane == 0) t = atomicAdd(&sp.tickets[gid], 1u);
-  t = __shfl_sync(0xffffffffu, t, 0);
-  if (t != unsigned(sp.split - 1)) return;
-  __threadfence();
-  const float* all = sp.part + size_t(gid) * sp.split * NB * 32;
-  for (int j = 0; j < nb; ++j) {
-    float a = 0.f;
-    for (int q = 0; q < sp.split; ++q) a += __ldcg(all + (size_t(q) * NB + j) * 32 + lane);
-    if (lane < rows) out[j * o_stride + lane] = a;
-  }
-  if (lane == 0) sp.tickets[gid] = 0;
-}
-
-// The sub-panel of slice `slice` of a group (first unit `group`): its first unit, x, k and units.
-template <int T>
-struct PanelSlice {
-  const uint8_t* group;
-  const float* x;
-  int64_t k, n_units;
-  __device__ PanelSlice(const uint8_t* g, const float* x0, int64_t k0, int64_t nu, int split, int slice) {
-    const int64_t ub = nu * slice / split, ue = nu * (slice + 1) / split;
-    group = g + size_t(ub) * panel_unit_bytes<T>();
-    x = x0 + ub * PanelFmt<T>::E;
-    k = k0 - ub * PanelFmt<T>::E;
-    n_units = ue - ub;
-  }
-};
-
 // out[r] = sum_k w[r, k] x[k] on panels: block g = rows 32g..32g+31, warp w the units
 // [n_units * w / 8, n_units * (w + 1) / 8). Shared memory: x (n_units * E floats, zero past k),
 // for Q4_K the sums of each 32 elements of x, then the warps' partial sums. This is the body for
@@ -948,8 +898,7 @@ struct PanelSlice {
 template <int T>
 __device__ __forceinline__ void panel_matvec_group(const uint8_t* __restrict__ group, const float* __restrict__ x,
                                                    float* __restrict__ out, int64_t rows, int64_t k,
-                                                   int64_t n_units, const PanelSplit& sp = PanelSplit{},
-                                                   int64_t gid = 0, int slice = 0) {
+                                                   int64_t n_units) {
   using F = PanelFmt<T>;
   extern __shared__ float4 panel_smem[];
   float* xs = reinterpret_cast<float*>(panel_smem);
@@ -961,7 +910,7 @@ __device__ __forceinline__ void panel_matvec_group(const uint8_t* __restrict__ g
   uint4 q[F::U][F::CH];
   uint32_t tail[F::U];
   if (u0 < u1) load_panel_units<T>(base, u0, u1, q, tail);  // in flight while x is staged
-  pdl_wait();  // x is the kernel before's output
+  pdl_wait();                                               // x is the kernel before's output
   stage_panel_x<T>(x, k, u0, u1, xs, xsum);
   __syncwarp();
   float acc = 0.f;
@@ -975,10 +924,10 @@ __device__ __forceinline__ void panel_matvec_group(const uint8_t* __restrict__ g
   red[warp * 32 + lane] = acc;
   __syncthreads();
   if (warp == 0) {
-    float s[1] = {0.f};
+    float s = 0.f;
 #pragma unroll
-    for (int w = 0; w < kPanelWarps; ++w) s[0] += red[w * 32 + lane];
-    panel_finish<1>(sp, gid, slice, s, 1, out, 0, rows);
+    for (int w = 0; w < kPanelWarps; ++w) s += red[w * 32 + lane];
+    if (lane < rows) out[lane] = s;
   }
 }
 
@@ -986,12 +935,11 @@ template <int T>
 __global__ void __launch_bounds__(kPanelThreads) panel_matvec_kernel(const uint8_t* __restrict__ panel,
                                                                      const float* __restrict__ x,
                                                                      float* __restrict__ out, int64_t m, int64_t k,
-                                                                     int64_t n_units, PanelSplit sp) {
+                                                                     int64_t n_units) {
   pdl_trigger();
-  const int64_t g = int64_t(blockIdx.x) / sp.split, r0 = g * 32;
-  const int slice = int(blockIdx.x % unsigned(sp.split));
-  const PanelSlice<T> sl(panel + size_t(g) * size_t(n_units) * panel_unit_bytes<T>(), x, k, n_units, sp.split, slice);
-  panel_matvec_group<T>(sl.group, sl.x, out + r0, m - r0, sl.k, sl.n_units, sp, g, slice);
+  const int64_t r0 = int64_t(blockIdx.x) * 32;
+  panel_matvec_group<T>(panel + size_t(blockIdx.x) * size_t(n_units) * panel_unit_bytes<T>(), x, out + r0, m - r0, k,
+                        n_units);
 }
 
 // Up to Products::kMax matrices of one type and width, multiplied by the same x in one launch:
@@ -1007,16 +955,13 @@ struct PanelSegs {
 
 template <int T>
 __global__ void __launch_bounds__(kPanelThreads) panel_matvec_segs_kernel(PanelSegs s, const float* __restrict__ x,
-                                                                          int64_t k, int64_t n_units, PanelSplit sp) {
+                                                                          int64_t k, int64_t n_units) {
   pdl_trigger();
-  const unsigned gid = blockIdx.x / unsigned(sp.split);
-  const int slice = int(blockIdx.x % unsigned(sp.split));
   int seg = 0;
-  while (seg + 1 < s.n && gid >= s.first[seg + 1]) ++seg;
-  const int64_t g = int64_t(gid) - s.first[seg];
-  const PanelSlice<T> sl(s.panel[seg] + size_t(g) * size_t(n_units) * panel_unit_bytes<T>(), x, k, n_units, sp.split,
-                         slice);
-  panel_matvec_group<T>(sl.group, sl.x, s.out[seg] + g * 32, s.m[seg] - g * 32, sl.k, sl.n_units, sp, gid, slice);
+  while (seg + 1 < s.n && blockIdx.x >= s.first[seg + 1]) ++seg;
+  const int64_t g = int64_t(blockIdx.x) - s.first[seg];
+  panel_matvec_group<T>(s.panel[seg] + size_t(g) * size_t(n_units) * panel_unit_bytes<T>(), x, s.out[seg] + g * 32,
+                        s.m[seg] - g * 32, k, n_units);
 }
 
 // stage_panel_x for NB rows: rows j < nb of x (row j at x + j * x_stride into xs + j * xlen, its
@@ -1050,21 +995,15 @@ __device__ __forceinline__ void stage_panel_rows(const float* __restrict__ x, si
 // Shared memory: x (NB * n_units * E floats), for Q4_K the 32-element sums (NB * n_units * 8), the
 // warps' partial sums (kPanelWarps * NB * 32).
 template <int T, int NB>
-__global__ void __launch_bounds__(kPanelThreads) panel_rows_segs_kernel(PanelSegs s, const float* __restrict__ x_all,
-                                                                        size_t x_stride, int nb, int64_t k_all,
-                                                                        int64_t units_all, PanelSplit sp) {
+__global__ void __launch_bounds__(kPanelThreads) panel_rows_segs_kernel(PanelSegs s, const float* __restrict__ x,
+                                                                        size_t x_stride, int nb, int64_t k,
+                                                                        int64_t n_units) {
   pdl_trigger();
   using F = PanelFmt<T>;
   extern __shared__ float4 panel_smem[];
-  const unsigned gid = blockIdx.x / unsigned(sp.split);
-  const int slice = int(blockIdx.x % unsigned(sp.split));
   int seg = 0;
-  while (seg + 1 < s.n && gid >= s.first[seg + 1]) ++seg;
-  const int64_t g = int64_t(gid) - s.first[seg];
-  const PanelSlice<T> sl(s.panel[seg] + size_t(g) * size_t(units_all) * panel_unit_bytes<T>(), x_all, k_all, units_all,
-                         sp.split, slice);
-  const float* __restrict__ x = sl.x;
-  const int64_t k = sl.k, n_units = sl.n_units;
+  while (seg + 1 < s.n && blockIdx.x >= s.first[seg + 1]) ++seg;
+  const int64_t g = int64_t(blockIdx.x) - s.first[seg];
   const int64_t xlen = n_units * F::E, slen = T == kQ4_K ? n_units * 8 : 0;
   float* xs = reinterpret_cast<float*>(panel_smem);
   float* xsum = xs + NB * xlen;
@@ -1072,7 +1011,7 @@ __global__ void __launch_bounds__(kPanelThreads) panel_rows_segs_kernel(PanelSeg
   constexpr bool kDecodeOnce = T == kF16 || T == kQ4_0 || T == kQ8_0;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t u0 = n_units * warp / kPanelWarps, u1 = n_units * (warp + 1) / kPanelWarps;
-  const uint8_t* base = sl.group + 16 * lane;
+  const uint8_t* base = s.panel[seg] + size_t(g) * size_t(n_units) * panel_unit_bytes<T>() + 16 * lane;
   uint4 q[F::U][F::CH];
   uint32_t tail[F::U];
   if (u0 < u1) load_panel_units<T>(base, u0, u1, q, tail);  // in flight while x is staged
@@ -1105,14 +1044,13 @@ __global__ void __launch_bounds__(kPanelThreads) panel_rows_segs_kernel(PanelSeg
   for (int j = 0; j < NB; ++j) red[(warp * NB + j) * 32 + lane] = acc[j];
   __syncthreads();
   if (warp == 0) {
-    float t[NB];
+    const int64_t rows = s.m[seg] - g * 32;
+    for (int j = 0; j < nb; ++j) {
+      float t = 0.f;
 #pragma unroll
-    for (int j = 0; j < NB; ++j) {
-      t[j] = 0.f;
-#pragma unroll
-      for (int w = 0; w < kPanelWarps; ++w) t[j] += red[(w * NB + j) * 32 + lane];
+      for (int w = 0; w < kPanelWarps; ++w) t += red[(w * NB + j) * 32 + lane];
+      if (lane < rows) s.out[seg][j * s.o_stride[seg] + g * 32 + lane] = t;
     }
-    panel_finish<NB>(sp, gid, slice, t, nb, s.out[seg] + g * 32, s.o_stride[seg], s.m[seg] - g * 32);
   }
 }
 constexpr int kPanelRowsMax = 16;  // panel_rows_segs_kernel's largest NB
@@ -1234,7 +1172,7 @@ __global__ void __launch_bounds__(kPanelThreads) panel_matvec_dig_kernel(const u
                                                                          const float* __restrict__ x,
                                                                          float* __restrict__ out, int64_t m,
                                                                          int64_t n_units) {
-  pdl_trigger();
+  pdl_start();
   using F = PanelFmt<T>;
   constexpr size_t UB = panel_unit_bytes<T>();
   constexpr int CPU = F::E / 32;  // chunks per unit
@@ -1337,7 +1275,7 @@ __global__ void __launch_bounds__(kRouteWarps * 32) moe_route_kernel(const float
                                                                      int64_t n, int n_exp, int top_k, bool normalize,
                                                                      int32_t* __restrict__ ids, size_t i_stride,
                                                                      float* __restrict__ weights, size_t w_stride) {
-  pdl_trigger();
+  pdl_start();
   extern __shared__ float route_p[];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t i = int64_t(blockIdx.x) * kRouteWarps + warp;
@@ -1427,7 +1365,7 @@ __device__ __forceinline__ void moe_bad_pair(const MoeArgs& a, int64_t p, int64_
 // Decode: one block per (32-row chunk, pair), the matvec of the pair's expert rows (row dequant).
 template <int T>
 __global__ void __launch_bounds__(kMatvecThreads) moe_matvec_kernel(MoeArgs a) {
-  pdl_trigger();
+  pdl_start();
   extern __shared__ float moe_xs[];
   const int64_t p = blockIdx.y;
   const int64_t r0 = int64_t(blockIdx.x) * kMatvecRowsPerBlock, r1 = min(a.m, r0 + kMatvecRowsPerBlock);
@@ -1449,7 +1387,7 @@ __global__ void __launch_bounds__(kMatvecThreads) moe_matvec_kernel(MoeArgs a) {
 template <int T>
 __global__ void __launch_bounds__(kPanelThreads) moe_panel_matvec_kernel(const uint8_t* __restrict__ panel,
                                                                          int64_t n_units, MoeArgs a) {
-  pdl_trigger();
+  pdl_start();
   const int64_t p = blockIdx.y, g = blockIdx.x, r0 = g * 32;
   const int32_t e = moe_id(a, p);
   if (e < 0 || e >= a.n_experts) return moe_bad_pair(a, p, r0, r0 + 32, g == 0 && threadIdx.x == 0);
@@ -1554,7 +1492,7 @@ __device__ __forceinline__ void moe_scan(const MoeArgs& a, int32_t e, int64_t r0
 // from device memory about once per call (the later passes find them in cache).
 template <int T>
 __global__ void __launch_bounds__(kMatvecThreads) moe_grouped_kernel(MoeArgs a) {
-  pdl_trigger();
+  pdl_start();
   extern __shared__ float moe_xs[];  // batch * k floats when a.smem_x
   __shared__ int32_t list[kMoeBatch + kMatvecThreads];
   __shared__ int warp_n[kMatvecThreads / 32];
@@ -1574,7 +1512,7 @@ __global__ void __launch_bounds__(kMatvecThreads) moe_grouped_kernel(MoeArgs a) 
 template <int T>
 __global__ void __launch_bounds__(kPanelThreads) moe_panel_grouped_kernel(const uint8_t* __restrict__ panel,
                                                                           int64_t n_units, MoeArgs a) {
-  pdl_trigger();
+  pdl_start();
   using F = PanelFmt<T>;
   constexpr size_t UB = panel_unit_bytes<T>();
   extern __shared__ float4 moe_panel_smem[];
@@ -1639,7 +1577,7 @@ __global__ void __launch_bounds__(kPanelThreads) moe_panel_grouped_kernel(const 
 __global__ void moe_combine_kernel(const float* __restrict__ y, size_t y_stride, const float* __restrict__ w,
                                    size_t w_stride, int top_k, float* __restrict__ out, size_t o_stride, int64_t n,
                                    int64_t d) {
-  pdl_trigger();
+  pdl_start();
   const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= n * d) return;
   const int64_t i = idx / d, c = idx % d;
@@ -1657,7 +1595,7 @@ __global__ void moe_combine_kernel(const float* __restrict__ y, size_t y_stride,
 // a - b), then 1 / sqrt(32).
 __global__ void hadamard32_kernel(const float* __restrict__ x, size_t xs, float* __restrict__ out, size_t os,
                                   int64_t n, int64_t k) {
-  pdl_trigger();
+  pdl_start();
   const int64_t per_row = k / 32;
   const int64_t warp = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
@@ -1674,7 +1612,7 @@ __global__ void hadamard32_kernel(const float* __restrict__ x, size_t xs, float*
 
 __global__ void sigmoid_mul_kernel(const float* x, size_t x_stride, const float* __restrict__ g, size_t g_stride,
                                    bool row_gate, float* out, size_t o_stride, int64_t n, int64_t d) {
-  pdl_trigger();
+  pdl_start();
   const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= n * d) return;
   const int64_t r = idx / d, c = idx % d;
@@ -1704,7 +1642,7 @@ __global__ void ssm_conv_kernel(const float* __restrict__ x, size_t xs, const fl
                                 const int32_t* __restrict__ ckpt, int n_seqs, float* states, size_t ss,
                                 int64_t n_state_rows, bool silu, float* out, size_t os, int64_t n, int64_t C, int K,
                                 int* err) {
-  pdl_trigger();
+  pdl_start();
   const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   const int s = blockIdx.y;
   if (c >= C) return;
@@ -1756,7 +1694,7 @@ struct DeltaArgs {
 // gated_delta_rule, token by token: a block per (head, sequence), a thread per state column j (of
 // dv) holding S[:, j] in shared memory; q and k of the token staged in shared memory.
 __global__ void gated_delta_kernel(DeltaArgs a) {
-  pdl_trigger();
+  pdl_start();
   extern __shared__ float sm[];
   float* S = sm;                     // [dk][dv]
   float* qk = sm + a.dk * a.dv;      // [2 * dk]: q, then k
@@ -1854,12 +1792,6 @@ class CudaBackend final : public Backend {
     int major = 0;
     CUDA_OK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
     if (major < 9) pdl_ = false;
-    CUDA_OK(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, device));
-    if (split_on_) {
-      CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&split_part_), kSplitPartFloats * sizeof(float)));
-      CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&split_tickets_), kSplitTickets * sizeof(unsigned)));
-      CUDA_OK(cudaMemset(split_tickets_, 0, kSplitTickets * sizeof(unsigned)));
-    }
   }
   ~CudaBackend() override {
     flush(false);
@@ -1882,8 +1814,7 @@ class CudaBackend final : public Backend {
     if (scratch_ != nullptr) cudaFree(scratch_);
     if (row_scales_ != nullptr) cudaFree(row_scales_);
     cudaFree(zero_ids_);
-    cudaFree(split_part_);
-    cudaFree(split_tickets_);
+
     cudaFree(err_);
     cudaFreeHost(host_err_);
     cudaStreamDestroy(stream_);
@@ -1941,14 +1872,16 @@ class CudaBackend final : public Backend {
     const size_t off = graphs_ ? stage(n) : kNoStage;
     if (off == kNoStage) {  // eager, from the caller's (pageable) memory
       flush(false);
-      CUDA_COPY(cudaMemcpy2DAsync(dptr(dst), pitch(dst), src, rb, rb, size_t(dst.n_rows), cudaMemcpyHostToDevice, stream_));
+      CUDA_COPY(cudaMemcpy2DAsync(dptr(dst), pitch(dst), src, rb, rb, size_t(dst.n_rows),
+                                  cudaMemcpyHostToDevice, stream_));
       return;
     }
     std::memcpy(pinned_ + off, src, n);
     sig_.add(kOpWrite, dst, off, n);
     uint8_t* from = pinned_ + off;
     defer([=, this] {
-      CUDA_COPY(cudaMemcpy2DAsync(dptr(dst), pitch(dst), from, rb, rb, size_t(dst.n_rows), cudaMemcpyHostToDevice, stream_));
+      CUDA_COPY(cudaMemcpy2DAsync(dptr(dst), pitch(dst), from, rb, rb, size_t(dst.n_rows),
+                                  cudaMemcpyHostToDevice, stream_));
     });
   }
 
@@ -1959,15 +1892,39 @@ class CudaBackend final : public Backend {
     const size_t off = graphs_ ? stage(n) : kNoStage;
     if (off == kNoStage) {
       flush(false);
-      CUDA_COPY(cudaMemcpy2DAsync(dst, rb, dptr(src), pitch(src), rb, size_t(src.n_rows), cudaMemcpyDeviceToHost, stream_));
+      CUDA_COPY(cudaMemcpy2DAsync(dst, rb, dptr(src), pitch(src), rb, size_t(src.n_rows),
+                                  cudaMemcpyDeviceToHost, stream_));
       return;
     }
     sig_.add(kOpRead, src, off, n);
     uint8_t* to = pinned_ + off;
     reads_.push_back(HostRead{dst, to, n});
     defer([=, this] {
-      CUDA_COPY(cudaMemcpy2DAsync(to, rb, dptr(src), pitch(src), rb, size_t(src.n_rows), cudaMemcpyDeviceToHost, stream_));
+      CUDA_COPY(cudaMemcpy2DAsync(to, rb, dptr(src), pitch(src), rb, size_t(src.n_rows),
+                                  cudaMemcpyDeviceToHost, stream_));
     });
+  }
+
+  // A step kernel's launch (one that starts with pdl_start, or pdl_trigger and a pdl_wait before
+  // its first use of an earlier kernel's memory): with programmatic dependent launch when the
+  // stream's last op is a kernel, so its blocks start while that kernel runs (a panel product's
+  // first weights are loaded by the time it ends); as a plain launch otherwise.
+  template <class... P, class... A>
+  void launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, A&&... args) {
+    cudaLaunchAttribute attr{};
+    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr.val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream_;
+    if (pdl_ && kernel_tail_) {
+      cfg.attrs = &attr;
+      cfg.numAttrs = 1;
+    }
+    CUDA_OK(cudaLaunchKernelEx(&cfg, kernel, std::forward<A>(args)...));
+    kernel_tail_ = true;
   }
 
   // Ops are deferred to here (when graphs are on): the step's ops run from a CUDA graph captured
@@ -2107,7 +2064,8 @@ class CudaBackend final : public Backend {
   void hadamard_now(const Tensor& x, const Tensor& out) {
     const int64_t n = x.n_rows, k = x.n_cols;
     if (n * k == 0) return;
-    hadamard32_kernel<<<blocks_for(n * k, 256), 256, 0, stream_>>>(fptr(x), fstride(x), fptr(out), fstride(out), n, k);
+    launch(&hadamard32_kernel, dim3(blocks_for(n * k, 256)), dim3(256), 0, fptr(x), fstride(x), fptr(out),
+           fstride(out), n, k);
     CUDA_LAUNCHED();
   }
 
@@ -2118,8 +2076,9 @@ class CudaBackend final : public Backend {
     float* o = fptr(out);
     const int32_t* id = iptr(ids);
     const unsigned grid = blocks_for(n * d, 256);
-    ONEBIT_CUDA_TYPE_SWITCH(table.type, get_rows_kernel<T><<<grid, 256, 0, stream_>>>(
-        dptr(table), table.row_stride_bytes, table.n_rows, id, o, fstride(out), n, d, err_));
+    ONEBIT_CUDA_TYPE_SWITCH(
+        table.type, launch(&get_rows_kernel<T>, dim3(grid), dim3(256), 0, dptr(table), table.row_stride_bytes,
+                           table.n_rows, id, o, fstride(out), n, d, err_));
     CUDA_LAUNCHED();
   }
 
@@ -2129,8 +2088,8 @@ class CudaBackend final : public Backend {
     if (x.n_rows == 0) return;
     // Wide rows get a thread per 4 elements (one block per row: the decode step's norms run alone).
     const int threads = x.n_cols <= 128 ? 64 : int(std::min<int64_t>(1024, std::max<int64_t>(kRowThreads, (x.n_cols / 4 + 31) / 32 * 32)));
-    rms_norm_kernel<<<unsigned(x.n_rows), threads, 0, stream_>>>(fptr(x), fstride(x), fptr(weight), eps, fptr(out),
-                                                                 fstride(out), x.n_cols);
+    launch(&rms_norm_kernel, dim3(unsigned(x.n_rows)), dim3(threads), 0, fptr(x), fstride(x), fptr(weight),
+           eps, fptr(out), fstride(out), x.n_cols);
     CUDA_LAUNCHED();
   }
 
@@ -2147,7 +2106,8 @@ class CudaBackend final : public Backend {
       const unsigned grid = blocks_for(m, kMatvecRowsPerBlock);
       ONEBIT_CUDA_TYPE_SWITCH(w.type, {
         if (shm > 48 * 1024) ensure_smem_attr(int(w.type), reinterpret_cast<const void*>(&matvec_kernel<T>));
-        matvec_kernel<T><<<grid, kMatvecThreads, shm, stream_>>>(dptr(w), w.row_stride_bytes, xp, op, m, k, smem);
+        launch(&matvec_kernel<T>, dim3(grid), dim3(kMatvecThreads), shm, dptr(w), w.row_stride_bytes, xp, op,
+               m, k, smem);
       });
       CUDA_LAUNCHED();
       return;
@@ -2163,8 +2123,8 @@ class CudaBackend final : public Backend {
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMatvecSmemLimit)));
           multi_smem_set_[int(w.type) & 31] = true;
         }
-        matvec_multi_kernel<T><<<grid, kMatvecThreads, shm, stream_>>>(dptr(w), w.row_stride_bytes, xp, fstride(x), op,
-                                                                       fstride(out), m, int(n), k);
+        launch(&matvec_multi_kernel<T>, dim3(grid), dim3(kMatvecThreads), shm, dptr(w), w.row_stride_bytes,
+               xp, fstride(x), op, fstride(out), m, int(n), k);
       });
       CUDA_LAUNCHED();
       return;
@@ -2180,8 +2140,8 @@ class CudaBackend final : public Backend {
       return;
     }
     const dim3 grid(blocks_for(m, kTileM), blocks_for(n, kTileN));
-    ONEBIT_CUDA_TYPE_SWITCH(w.type, matmul_tiled_kernel<T><<<grid, 256, 0, stream_>>>(
-        dptr(w), w.row_stride_bytes, xp, fstride(x), op, fstride(out), m, n, k));
+    ONEBIT_CUDA_TYPE_SWITCH(w.type, launch(&matmul_tiled_kernel<T>, dim3(grid), dim3(256), 0, dptr(w),
+                                           w.row_stride_bytes, xp, fstride(x), op, fstride(out), m, n, k));
     CUDA_LAUNCHED();
   }
 
@@ -2190,8 +2150,8 @@ class CudaBackend final : public Backend {
     ONEBIT_CHECK(b.n_cols == a.n_cols && (b.n_rows == a.n_rows || b.n_rows == 1));
     const int64_t n = a.n_rows, d = a.n_cols;
     if (n * d == 0) return;
-    add_kernel<<<blocks_for(n * d, 256), 256, 0, stream_>>>(fptr(a), fstride(a), fptr(b), fstride(b),
-                                                            b.n_rows == 1, fptr(out), fstride(out), n, d);
+    launch(&add_kernel, dim3(blocks_for(n * d, 256)), dim3(256), 0, fptr(a), fstride(a), fptr(b), fstride(b),
+           b.n_rows == 1, fptr(out), fstride(out), n, d);
     CUDA_LAUNCHED();
   }
 
@@ -2200,16 +2160,16 @@ class CudaBackend final : public Backend {
     same_shape(gate, out);
     const int64_t n = gate.n_rows, d = gate.n_cols;
     if (n * d == 0) return;
-    swiglu_kernel<<<blocks_for(n * d, 256), 256, 0, stream_>>>(fptr(gate), fstride(gate), fptr(up), fstride(up),
-                                                               fptr(out), fstride(out), n, d);
+    launch(&swiglu_kernel, dim3(blocks_for(n * d, 256)), dim3(256), 0, fptr(gate), fstride(gate), fptr(up),
+           fstride(up), fptr(out), fstride(out), n, d);
     CUDA_LAUNCHED();
   }
 
   void softmax_now(const Tensor& x, const Tensor& out) {
     same_shape(x, out);
     if (x.n_rows == 0 || x.n_cols == 0) return;
-    softmax_kernel<<<unsigned(x.n_rows), kRowThreads, 0, stream_>>>(fptr(x), fstride(x), fptr(out), fstride(out),
-                                                                    x.n_cols);
+    launch(&softmax_kernel, dim3(unsigned(x.n_rows)), dim3(kRowThreads), 0, fptr(x), fstride(x), fptr(out),
+           fstride(out), x.n_cols);
     CUDA_LAUNCHED();
   }
 
@@ -2224,11 +2184,14 @@ class CudaBackend final : public Backend {
     const size_t d0 = dst.offset_bytes, d1 = d0 + (rows - 1) * dst.row_stride_bytes + rb;
     if (src.buffer == dst.buffer && s0 < d1 && d0 < s1) {
       uint8_t* tmp = scratch(rb * rows);
-      CUDA_COPY(cudaMemcpy2DAsync(tmp, rb, dptr(src), pitch(src), rb, rows, cudaMemcpyDeviceToDevice, stream_));
-      CUDA_COPY(cudaMemcpy2DAsync(dptr(dst), pitch(dst), tmp, rb, rb, rows, cudaMemcpyDeviceToDevice, stream_));
+      CUDA_COPY(
+          cudaMemcpy2DAsync(tmp, rb, dptr(src), pitch(src), rb, rows, cudaMemcpyDeviceToDevice, stream_));
+      CUDA_COPY(
+          cudaMemcpy2DAsync(dptr(dst), pitch(dst), tmp, rb, rb, rows, cudaMemcpyDeviceToDevice, stream_));
       return;
     }
-    CUDA_COPY(cudaMemcpy2DAsync(dptr(dst), pitch(dst), dptr(src), pitch(src), rb, rows, cudaMemcpyDeviceToDevice, stream_));
+    CUDA_COPY(cudaMemcpy2DAsync(dptr(dst), pitch(dst), dptr(src), pitch(src), rb, rows,
+                                cudaMemcpyDeviceToDevice, stream_));
   }
 
   void store_kv_now(const Tensor& src, const Tensor& slots, const Tensor& dst) {
@@ -2237,9 +2200,8 @@ class CudaBackend final : public Backend {
     ONEBIT_CHECK(src.n_cols == dst.n_cols);
     const int64_t n = src.n_rows, d = src.n_cols;
     if (n * d == 0) return;
-    store_kv_kernel<<<blocks_for(n * d, 256), 256, 0, stream_>>>(fptr(src), fstride(src), iptr(slots), dptr(dst),
-                                                                 dst.row_stride_bytes, dst.n_rows,
-                                                                 dst.type == GgmlType::kF16, n, d, err_);
+    launch(&store_kv_kernel, dim3(blocks_for(n * d, 256)), dim3(256), 0, fptr(src), fstride(src), iptr(slots),
+           dptr(dst), dst.row_stride_bytes, dst.n_rows, dst.type == GgmlType::kF16, n, d, err_);
     CUDA_LAUNCHED();
   }
 
@@ -2273,7 +2235,8 @@ class CudaBackend final : public Backend {
     const RopeArgs a = rope_args(p);
     const int64_t total = x.n_rows * p.n_heads * (p.n_rot / 2);
     if (total == 0) return;
-    rope_kernel<<<blocks_for(total, 128), 128, 0, stream_>>>(fptr(x), fstride(x), iptr(positions), x.n_rows, a);
+    launch(&rope_kernel, dim3(blocks_for(total, 128)), dim3(128), 0, fptr(x), fstride(x), iptr(positions),
+           x.n_rows, a);
     CUDA_LAUNCHED();
   }
 
@@ -2285,9 +2248,8 @@ class CudaBackend final : public Backend {
     ONEBIT_CHECK(weight.n_rows == 1 && weight.n_cols == a.n_cols);
     if (a.n_rows == 0) return;
     const int threads = a.n_cols <= 128 ? 64 : int(std::min<int64_t>(1024, std::max<int64_t>(kRowThreads, (a.n_cols / 4 + 31) / 32 * 32)));
-    add_rms_norm_kernel<<<unsigned(a.n_rows), threads, 0, stream_>>>(fptr(a), fstride(a), fptr(b), fstride(b),
-                                                                     fptr(sum), fstride(sum), fptr(weight), eps,
-                                                                     fptr(out), fstride(out), a.n_cols);
+    launch(&add_rms_norm_kernel, dim3(unsigned(a.n_rows)), dim3(threads), 0, fptr(a), fstride(a), fptr(b),
+           fstride(b), fptr(sum), fstride(sum), fptr(weight), eps, fptr(out), fstride(out), a.n_cols);
     CUDA_LAUNCHED();
   }
 
@@ -2320,8 +2282,8 @@ class CudaBackend final : public Backend {
     a.rope = rope_args(rope);
     a.err = err_;
     const int heads = a.n_q_heads + 2 * n_kv_heads;
-    qk_rope_store_kernel<<<dim3(unsigned(n), unsigned((heads + kQkvWarps - 1) / kQkvWarps)), kQkvWarps * 32, 0,
-                           stream_>>>(a);
+    launch(&qk_rope_store_kernel, dim3(unsigned(n), unsigned((heads + kQkvWarps - 1) / kQkvWarps)),
+           dim3(kQkvWarps * 32), 0, a);
     CUDA_LAUNCHED();
   }
 
@@ -2342,7 +2304,7 @@ class CudaBackend final : public Backend {
     a.n_heads = p.n_heads, a.group = p.n_heads / p.n_kv_heads, a.head_dim = p.head_dim, a.scale = p.scale;
     a.first_pos = p.first_pos, a.err = err_;
     const dim3 grid(unsigned(p.n_heads), unsigned(q.n_rows));
-    attention_kernel<false, false><<<grid, kAttnWarps * 32, 0, stream_>>>(a);
+    launch(&attention_kernel<false, false>, dim3(grid), dim3(kAttnWarps * 32), 0, a);
     CUDA_LAUNCHED();
   }
 
@@ -2374,9 +2336,9 @@ class CudaBackend final : public Backend {
     a.block_size = p.block_size, a.err = err_;
     const dim3 grid(unsigned(p.n_heads), unsigned(q.n_rows));
     if (k_pool.type == GgmlType::kF16) {
-      attention_kernel<true, true><<<grid, kAttnWarps * 32, 0, stream_>>>(a);
+      launch(&attention_kernel<true, true>, dim3(grid), dim3(kAttnWarps * 32), 0, a);
     } else {
-      attention_kernel<true, false><<<grid, kAttnWarps * 32, 0, stream_>>>(a);
+      launch(&attention_kernel<true, false>, dim3(grid), dim3(kAttnWarps * 32), 0, a);
     }
     CUDA_LAUNCHED();
   }
@@ -2387,9 +2349,9 @@ class CudaBackend final : public Backend {
     if (n == 0) return;
     const size_t shm = size_t(kRouteWarps) * size_t(n_exp) * sizeof(float);
     ONEBIT_CHECK_MSG(shm <= 48 * 1024, "cuda backend: moe_route over more than 3072 experts");
-    moe_route_kernel<<<blocks_for(n, kRouteWarps), kRouteWarps * 32, shm, stream_>>>(
-        fptr(logits), fstride(logits), n, n_exp, top_k, normalize, reinterpret_cast<int32_t*>(dptr(ids)),
-        ids.row_stride_bytes / sizeof(int32_t), fptr(weights), fstride(weights));
+    launch(&moe_route_kernel, dim3(blocks_for(n, kRouteWarps)), dim3(kRouteWarps * 32), shm, fptr(logits),
+           fstride(logits), n, n_exp, top_k, normalize, reinterpret_cast<int32_t*>(dptr(ids)),
+           ids.row_stride_bytes / sizeof(int32_t), fptr(weights), fstride(weights));
     CUDA_LAUNCHED();
   }
 
@@ -2418,12 +2380,12 @@ class CudaBackend final : public Backend {
         if (pairs * 2 > n_experts && fit >= 1) {
           a.batch = int(std::min<size_t>(kMoeBatch, fit));
           const dim3 grid(unsigned(m / 32), unsigned(n_experts));
-          moe_panel_grouped_kernel<T><<<grid, kPanelThreads, size_t(a.batch) * pair_bytes + red_bytes, stream_>>>(
-              b->panel, n_units, a);
+          launch(&moe_panel_grouped_kernel<T>, dim3(grid), dim3(kPanelThreads),
+                 size_t(a.batch) * pair_bytes + red_bytes, b->panel, n_units, a);
         } else {
           ONEBIT_CHECK(pairs <= 65535);
-          moe_panel_matvec_kernel<T><<<dim3(unsigned(m / 32), unsigned(pairs)), kPanelThreads,
-                                       panel_smem_bytes<T>(n_units), stream_>>>(b->panel, n_units, a);
+          launch(&moe_panel_matvec_kernel<T>, dim3(unsigned(m / 32), unsigned(pairs)), dim3(kPanelThreads),
+                 panel_smem_bytes<T>(n_units), b->panel, n_units, a);
         }
       });
       CUDA_LAUNCHED();
@@ -2433,7 +2395,8 @@ class CudaBackend final : public Backend {
       ONEBIT_CHECK(pairs <= 65535);
       a.smem_x = x_bytes <= kMatvecSmemLimit;
       const dim3 grid(blocks_for(m, kMatvecRowsPerBlock), unsigned(pairs));
-      ONEBIT_CUDA_TYPE_SWITCH(w.type, moe_matvec_kernel<T><<<grid, kMatvecThreads, a.smem_x ? x_bytes : 0, stream_>>>(a));
+      ONEBIT_CUDA_TYPE_SWITCH(
+          w.type, launch(&moe_matvec_kernel<T>, dim3(grid), dim3(kMatvecThreads), a.smem_x ? x_bytes : 0, a));
       CUDA_LAUNCHED();
       return;
     }
@@ -2443,16 +2406,15 @@ class CudaBackend final : public Backend {
     if (!a.smem_x) a.batch = kMoeBatch;  // rows too long for shared memory: x read from global memory
     const size_t shm = a.smem_x ? size_t(a.batch) * x_bytes : 0;
     const dim3 grid(blocks_for(m, kMatvecRowsPerBlock), unsigned(n_experts));
-    ONEBIT_CUDA_TYPE_SWITCH(w.type, moe_grouped_kernel<T><<<grid, kMatvecThreads, shm, stream_>>>(a));
+    ONEBIT_CUDA_TYPE_SWITCH(w.type, launch(&moe_grouped_kernel<T>, dim3(grid), dim3(kMatvecThreads), shm, a));
     CUDA_LAUNCHED();
   }
 
   void moe_combine_now(const Tensor& y, const Tensor& weights, const Tensor& out) {
     const int64_t n = out.n_rows, d = out.n_cols;
     if (n * d == 0) return;
-    moe_combine_kernel<<<blocks_for(n * d, 256), 256, 0, stream_>>>(fptr(y), fstride(y), fptr(weights),
-                                                                    fstride(weights), int(weights.n_cols), fptr(out),
-                                                                    fstride(out), n, d);
+    launch(&moe_combine_kernel, dim3(blocks_for(n * d, 256)), dim3(256), 0, fptr(y), fstride(y),
+           fptr(weights), fstride(weights), int(weights.n_cols), fptr(out), fstride(out), n, d);
     CUDA_LAUNCHED();
   }
 
@@ -2461,11 +2423,10 @@ class CudaBackend final : public Backend {
     const int64_t n = x.n_rows, C = x.n_cols, n_seqs = state_rows.n_cols;
     if (n == 0 || C == 0 || n_seqs == 0) return;
     const dim3 grid(blocks_for(C, 128), unsigned(n_seqs));
-    ssm_conv_kernel<<<grid, 128, 0, stream_>>>(fptr(x), fstride(x), fptr(w), fstride(w), iptr(seq_ids),
-                                                 iptr(state_rows), ckpt_rows.valid() ? iptr(ckpt_rows) : nullptr,
-                                                 int(n_seqs), fptr(states), fstride(states),
-                                                 states.n_rows, silu, fptr(out), fstride(out), n, C, int(w.n_cols),
-                                                 err_);
+    launch(&ssm_conv_kernel, dim3(grid), dim3(128), 0, fptr(x), fstride(x), fptr(w), fstride(w),
+           iptr(seq_ids), iptr(state_rows), ckpt_rows.valid() ? iptr(ckpt_rows) : nullptr, int(n_seqs),
+           fptr(states), fstride(states), states.n_rows, silu, fptr(out), fstride(out), n, C, int(w.n_cols),
+           err_);
     CUDA_LAUNCHED();
   }
 
@@ -2485,16 +2446,15 @@ class CudaBackend final : public Backend {
                    ckpt_rows.valid() ? iptr(ckpt_rows) : nullptr, fptr(states),
                    fstride(states), states.n_rows, fptr(out), fstride(out), q.n_rows, int(d.dk), int(d.dv),
                    int(d.n_k_heads), d.tiled ? 0 : int(d.n_heads / d.n_k_heads), err_};
-    gated_delta_kernel<<<dim3(unsigned(d.n_heads), unsigned(n_seqs)), unsigned(d.dv), shm, stream_>>>(args);
+    launch(&gated_delta_kernel, dim3(unsigned(d.n_heads), unsigned(n_seqs)), dim3(unsigned(d.dv)), shm, args);
     CUDA_LAUNCHED();
   }
 
   void sigmoid_mul_now(const Tensor& x, const Tensor& g, const Tensor& out) {
     const int64_t n = x.n_rows, d = x.n_cols;
     if (n * d == 0) return;
-    sigmoid_mul_kernel<<<blocks_for(n * d, 256), 256, 0, stream_>>>(fptr(x), fstride(x), fptr(g), fstride(g),
-                                                                    g.n_cols == 1 && d != 1, fptr(out), fstride(out),
-                                                                    n, d);
+    launch(&sigmoid_mul_kernel, dim3(blocks_for(n * d, 256)), dim3(256), 0, fptr(x), fstride(x), fptr(g),
+           fstride(g), g.n_cols == 1 && d != 1, fptr(out), fstride(out), n, d);
     CUDA_LAUNCHED();
   }
 
@@ -2776,9 +2736,7 @@ class CudaBackend final : public Backend {
     }
     ONEBIT_CUDA_PANEL_SWITCH(w.type, {
       const int64_t n_units = (w.n_cols + PanelFmt<T>::E - 1) / PanelFmt<T>::E;
-      const unsigned groups = blocks_for(w.n_rows, 32);
-      const PanelSplit sp = dig_ ? PanelSplit{} : panel_split(groups, n_units, 1);
-      const size_t shm = panel_smem_bytes<T>((n_units + sp.split - 1) / sp.split);
+      const size_t shm = panel_smem_bytes<T>(n_units);
       if (shm > 48 * 1024 && !panel_smem_set_[int(w.type) & 31]) {
         CUDA_OK(cudaFuncSetAttribute(reinterpret_cast<const void*>(&panel_matvec_kernel<T>),
                                      cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMatvecSmemLimit)));
@@ -2793,45 +2751,16 @@ class CudaBackend final : public Backend {
         CUDA_LAUNCHED();
         break;
       }
-      launch_panel(&panel_matvec_kernel<T>, groups * sp.split, shm, b->panel, x, out, w.n_rows, w.n_cols, n_units,
-                   sp);
+      launch_panel(&panel_matvec_kernel<T>, blocks_for(w.n_rows, 32), shm, b->panel, x, out, w.n_rows,
+                   w.n_cols, n_units);
     });
     return true;
   }
 
-  // The split along k of a panel launch of `groups` groups of n_units units and NB activation rows
-  // (PanelSplit): enough blocks for two per multiprocessor, each warp keeping two units or more.
-  PanelSplit panel_split(unsigned groups, int64_t n_units, int nb_rows) const {
-    PanelSplit sp;
-    if (!split_on_ || groups == 0) return sp;
-    const int64_t want = (2 * int64_t(sms_) + groups - 1) / groups, most = n_units / (2 * kPanelWarps);
-    const int split = int(std::min<int64_t>({want, most, 8}));
-    if (split < 2 || groups > kSplitTickets || size_t(groups) * split * nb_rows * 32 > kSplitPartFloats) return sp;
-    sp.split = split;
-    sp.part = split_part_;
-    sp.tickets = split_tickets_;
-    return sp;
-  }
-
-  // A panel product's launch (kPanelThreads per block): with programmatic dependent launch when the
-  // stream's last op is a kernel, so its blocks start while that kernel runs and have their first
-  // weights loaded when it ends (pdl_wait in the kernel); as a plain launch otherwise.
+  // A panel product's launch (kPanelThreads per block).
   template <class... P, class... A>
   void launch_panel(void (*kernel)(P...), unsigned blocks, size_t smem, A&&... args) {
-    cudaLaunchAttribute attr{};
-    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr.val.programmaticStreamSerializationAllowed = 1;
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = dim3(blocks);
-    cfg.blockDim = dim3(kPanelThreads);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = stream_;
-    if (pdl_ && kernel_tail_) {
-      cfg.attrs = &attr;
-      cfg.numAttrs = 1;
-    }
-    CUDA_OK(cudaLaunchKernelEx(&cfg, kernel, std::forward<A>(args)...));
-    CUDA_LAUNCHED();
+    launch(kernel, dim3(blocks), dim3(kPanelThreads), smem, std::forward<A>(args)...);
   }
 
   // Whether matmuls(x, p) runs as one panel launch: 1 to kPanelRowsMax rows of x (two or more
@@ -2848,14 +2777,10 @@ class CudaBackend final : public Backend {
         return false;
       }
     }
-    unsigned groups = 0;
-    for (int32_t i = 0; i < p.n; ++i) groups += blocks_for(p.w[i].n_rows, 32);
     bool fits = false;  // every weight has a panel copy: its type has a panel format
     ONEBIT_CUDA_PANEL_SWITCH(p.w[0].type, {
       const int64_t n_units = (x.n_cols + PanelFmt<T>::E - 1) / PanelFmt<T>::E;
-      const int nb = panel_rows_nb(int(x.n_rows));
-      const int split = panel_split(groups, n_units, nb).split;  // the slice's x is what is staged
-      fits = panel_rows_smem_bytes<T>((n_units + split - 1) / split, nb) <= kMatvecSmemLimit;
+      fits = panel_rows_smem_bytes<T>(n_units, panel_rows_nb(int(x.n_rows))) <= kMatvecSmemLimit;
     });
     return fits;
   }
@@ -2877,15 +2802,12 @@ class CudaBackend final : public Backend {
     ONEBIT_CUDA_PANEL_SWITCH(p.w[0].type, {
       const int64_t n_units = (k + PanelFmt<T>::E - 1) / PanelFmt<T>::E;
       if (nb == 1) {
-        const PanelSplit sp = panel_split(blocks, n_units, 1);
-        launch_panel(&panel_matvec_segs_kernel<T>, blocks * sp.split,
-                     panel_smem_bytes<T>((n_units + sp.split - 1) / sp.split), sg, fptr(x), k, n_units, sp);
+        launch_panel(&panel_matvec_segs_kernel<T>, blocks, panel_smem_bytes<T>(n_units), sg, fptr(x), k,
+                     n_units);
       } else {
         auto launch = [&]<int NB>() {
-          const PanelSplit sp = panel_split(blocks, n_units, NB);
-          launch_panel(&panel_rows_segs_kernel<T, NB>, blocks * sp.split,
-                       panel_rows_smem_bytes<T>((n_units + sp.split - 1) / sp.split, NB), sg, fptr(x), fstride(x), nb,
-                       k, n_units, sp);
+          launch_panel(&panel_rows_segs_kernel<T, NB>, blocks, panel_rows_smem_bytes<T>(n_units, NB), sg,
+                       fptr(x), fstride(x), nb, k, n_units);
         };
         switch (panel_rows_nb(nb)) {
           case 2: launch.template operator()<2>(); break;
@@ -2922,8 +2844,8 @@ class CudaBackend final : public Backend {
       const size_t fit = kMatvecSmemLimit > red_bytes ? (kMatvecSmemLimit - red_bytes) / row_bytes : 0;
       if (fit >= 1) {
         a.batch = int(std::min<size_t>({size_t(kMoeBatch), fit, size_t(n)}));
-        moe_panel_grouped_kernel<T><<<dim3(unsigned(m / 32), 1), kPanelThreads,
-                                      size_t(a.batch) * row_bytes + red_bytes, stream_>>>(b->panel, n_units, a);
+        launch(&moe_panel_grouped_kernel<T>, dim3(unsigned(m / 32), 1), dim3(kPanelThreads),
+               size_t(a.batch) * row_bytes + red_bytes, b->panel, n_units, a);
         done = true;
       }
     });
@@ -2980,17 +2902,7 @@ class CudaBackend final : public Backend {
     const char* e = std::getenv("ONEBIT_CUDA_PDL");
     return e == nullptr || std::string(e) != "0";
   }();
-  bool kernel_tail_ = false;  // the last op put on the stream is a kernel (CUDA_LAUNCHED / CUDA_COPY)
-  // Panel products of few groups cut along k (PanelSplit; ONEBIT_CUDA_SPLIT=0 turns it off, for
-  // comparisons), with their scratch: the slices' sums and a ticket per group.
-  bool split_on_ = [] {
-    const char* e = std::getenv("ONEBIT_CUDA_SPLIT");
-    return e == nullptr || std::string(e) != "0";
-  }();
-  static constexpr size_t kSplitPartFloats = size_t(1) << 20, kSplitTickets = 1 << 16;
-  float* split_part_ = nullptr;
-  unsigned* split_tickets_ = nullptr;
-  int sms_ = 1;  // multiprocessors
+  bool kernel_tail_ = false;      // the last op put on the stream is a kernel (CUDA_LAUNCHED / CUDA_COPY)
   bool multi_smem_set_[32] = {};  // matvec_multi_kernel<type> allowed more than 48 KiB of shared memory
   int device_;
   cudaStream_t stream_;
