@@ -639,13 +639,15 @@ __global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(AttnArgs a) 
 // (c the power of two of the nibble's position), so no integer-to-float conversion runs; the scale
 // of a block is applied once to its float sum (the reference rounds each element's product: the
 // results differ by float rounding, far inside the 1e-9 nmse budget).
+// P: units per buffer of the pipelined decode loop (two buffers: the next P units load while
+// these are multiplied).
 template <int T>
 struct PanelFmt;  // E: elements per unit, CH: 16-byte pieces per lane, TAIL: 2-byte field, U: units in flight
-template <> struct PanelFmt<kF16> { static constexpr int E = 8, CH = 1, TAIL = 0, U = 8, BB = 16; };
-template <> struct PanelFmt<kQ4_0> { static constexpr int E = 32, CH = 1, TAIL = 1, U = 8, BB = 18; };
-template <> struct PanelFmt<kQ8_0> { static constexpr int E = 32, CH = 2, TAIL = 1, U = 4, BB = 34; };
-template <> struct PanelFmt<kQ4_K> { static constexpr int E = 256, CH = 9, TAIL = 0, U = 1, BB = 144; };
-template <> struct PanelFmt<kQ6_K> { static constexpr int E = 256, CH = 13, TAIL = 1, U = 1, BB = 210; };
+template <> struct PanelFmt<kF16> { static constexpr int E = 8, CH = 1, TAIL = 0, U = 8, P = 4, BB = 16; };
+template <> struct PanelFmt<kQ4_0> { static constexpr int E = 32, CH = 1, TAIL = 1, U = 8, P = 4, BB = 18; };
+template <> struct PanelFmt<kQ8_0> { static constexpr int E = 32, CH = 2, TAIL = 1, U = 4, P = 2, BB = 34; };
+template <> struct PanelFmt<kQ4_K> { static constexpr int E = 256, CH = 9, TAIL = 0, U = 1, P = 1, BB = 144; };
+template <> struct PanelFmt<kQ6_K> { static constexpr int E = 256, CH = 13, TAIL = 1, U = 1, P = 1, BB = 210; };
 
 template <int T>
 __host__ __device__ constexpr size_t panel_unit_bytes() {
@@ -869,15 +871,14 @@ __device__ __forceinline__ void stage_panel_x(const float* __restrict__ x, int64
 
 // A lane's units u .. u + U - 1 (those below u1) of a panel group: `base` is the group's first unit
 // plus 16 * lane; per unit F::CH 16-byte pieces and, where the format has one, its 2-byte tail.
-template <int T>
+template <int T, int N = PanelFmt<T>::U>
 __device__ __forceinline__ void load_panel_units(const uint8_t* __restrict__ base, int64_t u, int64_t u1,
-                                                 uint4 (&q)[PanelFmt<T>::U][PanelFmt<T>::CH],
-                                                 uint32_t (&tail)[PanelFmt<T>::U]) {
+                                                 uint4 (&q)[N][PanelFmt<T>::CH], uint32_t (&tail)[N]) {
   using F = PanelFmt<T>;
   constexpr size_t UB = panel_unit_bytes<T>();
   const int lane = threadIdx.x % 32;
 #pragma unroll
-  for (int i = 0; i < F::U; ++i) {
+  for (int i = 0; i < N; ++i) {
     if (u + i < u1) {
       const uint8_t* ub = base + size_t(u + i) * UB;
 #pragma unroll
@@ -895,10 +896,39 @@ __device__ __forceinline__ void load_panel_units(const uint8_t* __restrict__ bas
 // [n_units * w / 8, n_units * (w + 1) / 8). Shared memory: x (n_units * E floats, zero past k),
 // for Q4_K the sums of each 32 elements of x, then the warps' partial sums. This is the body for
 // one panel group: `group` its first unit, `out` its first row, `rows` of them valid.
+// The dot products of a warp's units [u0, u1) for its lanes' rows, P units at a time from two
+// buffers: the next P units' loads are issued before these P are multiplied, so the weight stream
+// does not stop while the warp computes. qa holds units u0 .. u0 + P - 1, loaded by the caller.
+template <int T>
+__device__ __forceinline__ float panel_dots_pipelined(const uint8_t* __restrict__ base, int64_t u0, int64_t u1,
+                                                      const float* xs, const float* xsum,
+                                                      uint4 (&qa)[PanelFmt<T>::P][PanelFmt<T>::CH],
+                                                      uint32_t (&ta)[PanelFmt<T>::P]) {
+  using F = PanelFmt<T>;
+  constexpr int P = F::P;
+  uint4 qb[P][F::CH];
+  uint32_t tb[P];
+  float acc = 0.f;
+  auto dots = [&](const uint4 (&q)[P][F::CH], const uint32_t (&t)[P], int64_t u) {
+#pragma unroll
+    for (int i = 0; i < P; ++i) {
+      if (u + i < u1) acc += panel_unit_dot<T>(q[i], t[i], xs + (u + i) * F::E, xsum + (u + i) * 8);
+    }
+  };
+  for (int64_t u = u0; u < u1; u += 2 * P) {
+    if (u + P < u1) load_panel_units<T, P>(base, u + P, u1, qb, tb);
+    dots(qa, ta, u);
+    if (u + P >= u1) break;
+    if (u + 2 * P < u1) load_panel_units<T, P>(base, u + 2 * P, u1, qa, ta);
+    dots(qb, tb, u + P);
+  }
+  return acc;
+}
+
 template <int T>
 __device__ __forceinline__ void panel_matvec_group(const uint8_t* __restrict__ group, const float* __restrict__ x,
                                                    float* __restrict__ out, int64_t rows, int64_t k,
-                                                   int64_t n_units) {
+                                                   int64_t n_units, bool pipe = false) {
   using F = PanelFmt<T>;
   extern __shared__ float4 panel_smem[];
   float* xs = reinterpret_cast<float*>(panel_smem);
@@ -907,18 +937,28 @@ __device__ __forceinline__ void panel_matvec_group(const uint8_t* __restrict__ g
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t u0 = n_units * warp / kPanelWarps, u1 = n_units * (warp + 1) / kPanelWarps;
   const uint8_t* base = group + 16 * lane;
-  uint4 q[F::U][F::CH];
-  uint32_t tail[F::U];
-  if (u0 < u1) load_panel_units<T>(base, u0, u1, q, tail);  // in flight while x is staged
-  pdl_wait();                                               // x is the kernel before's output
-  stage_panel_x<T>(x, k, u0, u1, xs, xsum);
-  __syncwarp();
   float acc = 0.f;
-  for (int64_t u = u0; u < u1; u += F::U) {
-    if (u != u0) load_panel_units<T>(base, u, u1, q, tail);
+  if (F::P > 1 && pipe) {  // the K-quants keep one buffer (two of a super-block's pieces cost occupancy)
+    uint4 q[F::P][F::CH];
+    uint32_t tail[F::P];
+    if (u0 < u1) load_panel_units<T, F::P>(base, u0, u1, q, tail);  // in flight while x is staged
+    pdl_wait();                                                       // x is the kernel before's output
+    stage_panel_x<T>(x, k, u0, u1, xs, xsum);
+    __syncwarp();
+    acc = panel_dots_pipelined<T>(base, u0, u1, xs, xsum, q, tail);
+  } else {
+    uint4 q[F::U][F::CH];
+    uint32_t tail[F::U];
+    if (u0 < u1) load_panel_units<T>(base, u0, u1, q, tail);  // in flight while x is staged
+    pdl_wait();                                               // x is the kernel before's output
+    stage_panel_x<T>(x, k, u0, u1, xs, xsum);
+    __syncwarp();
+    for (int64_t u = u0; u < u1; u += F::U) {
+      if (u != u0) load_panel_units<T>(base, u, u1, q, tail);
 #pragma unroll
-    for (int i = 0; i < F::U; ++i) {
-      if (u + i < u1) acc += panel_unit_dot<T>(q[i], tail[i], xs + (u + i) * F::E, xsum + (u + i) * 8);
+      for (int i = 0; i < F::U; ++i) {
+        if (u + i < u1) acc += panel_unit_dot<T>(q[i], tail[i], xs + (u + i) * F::E, xsum + (u + i) * 8);
+      }
     }
   }
   red[warp * 32 + lane] = acc;
@@ -935,11 +975,11 @@ template <int T>
 __global__ void __launch_bounds__(kPanelThreads) panel_matvec_kernel(const uint8_t* __restrict__ panel,
                                                                      const float* __restrict__ x,
                                                                      float* __restrict__ out, int64_t m, int64_t k,
-                                                                     int64_t n_units) {
+                                                                     int64_t n_units, bool pipe) {
   pdl_trigger();
   const int64_t r0 = int64_t(blockIdx.x) * 32;
   panel_matvec_group<T>(panel + size_t(blockIdx.x) * size_t(n_units) * panel_unit_bytes<T>(), x, out + r0, m - r0, k,
-                        n_units);
+                        n_units, pipe);
 }
 
 // Up to Products::kMax matrices of one type and width, multiplied by the same x in one launch:
@@ -955,13 +995,13 @@ struct PanelSegs {
 
 template <int T>
 __global__ void __launch_bounds__(kPanelThreads) panel_matvec_segs_kernel(PanelSegs s, const float* __restrict__ x,
-                                                                          int64_t k, int64_t n_units) {
+                                                                          int64_t k, int64_t n_units, bool pipe) {
   pdl_trigger();
   int seg = 0;
   while (seg + 1 < s.n && blockIdx.x >= s.first[seg + 1]) ++seg;
   const int64_t g = int64_t(blockIdx.x) - s.first[seg];
   panel_matvec_group<T>(s.panel[seg] + size_t(g) * size_t(n_units) * panel_unit_bytes<T>(), x, s.out[seg] + g * 32,
-                        s.m[seg] - g * 32, k, n_units);
+                        s.m[seg] - g * 32, k, n_units, pipe);
 }
 
 // stage_panel_x for NB rows: rows j < nb of x (row j at x + j * x_stride into xs + j * xlen, its
@@ -2752,7 +2792,7 @@ class CudaBackend final : public Backend {
         break;
       }
       launch_panel(&panel_matvec_kernel<T>, blocks_for(w.n_rows, 32), shm, b->panel, x, out, w.n_rows,
-                   w.n_cols, n_units);
+                   w.n_cols, n_units, pipe_);
     });
     return true;
   }
@@ -2803,7 +2843,7 @@ class CudaBackend final : public Backend {
       const int64_t n_units = (k + PanelFmt<T>::E - 1) / PanelFmt<T>::E;
       if (nb == 1) {
         launch_panel(&panel_matvec_segs_kernel<T>, blocks, panel_smem_bytes<T>(n_units), sg, fptr(x), k,
-                     n_units);
+                     n_units, pipe_);
       } else {
         auto launch = [&]<int NB>() {
           launch_panel(&panel_rows_segs_kernel<T, NB>, blocks, panel_rows_smem_bytes<T>(n_units, NB), sg,
@@ -2900,6 +2940,12 @@ class CudaBackend final : public Backend {
   // off, for comparisons): on where the GPU has it (compute capability 9.0 and later).
   bool pdl_ = [] {
     const char* e = std::getenv("ONEBIT_CUDA_PDL");
+    return e == nullptr || std::string(e) != "0";
+  }();
+  // The decode products' pipelined loop (panel_dots_pipelined; ONEBIT_CUDA_PIPE=0: the loop of
+  // U units loaded, then multiplied).
+  bool pipe_ = [] {
+    const char* e = std::getenv("ONEBIT_CUDA_PIPE");
     return e == nullptr || std::string(e) != "0";
   }();
   bool kernel_tail_ = false;      // the last op put on the stream is a kernel (CUDA_LAUNCHED / CUDA_COPY)
