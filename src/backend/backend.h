@@ -98,14 +98,6 @@ struct PagedAttentionParams {
   int32_t block_size = 0;    // pool rows per block
 };
 
-// The input of products that is still to be normed (Backend::norm_matmuls): rms_norm(a + b,
-// weight, eps) with the sum a + b kept in sum (the residual stream; sum may alias a), or, with b
-// and sum !valid(), rms_norm(a, weight, eps).
-struct NormedInput {
-  Tensor a, b, weight, sum;
-  float eps = 0.f;
-};
-
 // Up to three products of one input (Backend::matmuls).
 struct Products {
   static constexpr int kMax = 3;
@@ -246,11 +238,6 @@ class Backend {
   // Products of one input: p.out[i] = x * p.w[i]^T for i < p.n (q, k and v; gate and up), as
   // matmul each.
   virtual void matmuls(const Tensor& x, const Products& p);
-  // x = the norm of `in` (norm), then matmuls(x, p): a layer's norm and its first products.
-  virtual void norm_matmuls(const NormedInput& in, const Tensor& x, const Products& p);
-
-  // in's norm into x [n, d]: add_rms_norm, or rms_norm when in.b is !valid().
-  void norm(const NormedInput& in, const Tensor& x);
 };
 
 // A backend's own scratch: grows `buf` (F32 [1, n] of `be`, never shrunk, at least 64 Ki floats) to

@@ -140,17 +140,4 @@ void Backend::matmuls(const Tensor& x, const Products& p) {
   for (int32_t i = 0; i < p.n; ++i) matmul(p.w[i], x, p.out[i]);
 }
 
-void Backend::norm_matmuls(const NormedInput& in, const Tensor& x, const Products& p) {
-  norm(in, x);
-  matmuls(x, p);
-}
-
-void Backend::norm(const NormedInput& in, const Tensor& x) {
-  if (in.b.valid()) {
-    add_rms_norm(in.a, in.b, in.weight, in.eps, in.sum, x);
-  } else {
-    rms_norm(in.a, in.weight, in.eps, x);
-  }
-}
-
 }  // namespace onebit

@@ -99,46 +99,35 @@ void Model::forward_decoder(const KvPool& pool, int64_t n, int64_t n_seqs, int64
   // inp_embd: x = token_embd[ids]
   be.get_rows(w_.token_embd, ids, x);
   observe("inp_embd", -1, x);
-  // Each norm is `pending` until the block after it runs it, with the residual add before it
-  // (x += o) and, where the backend can, with the block's first products (Backend::norm_matmuls):
-  // ffn_norm(x + o) for the FFN, attn_norm(x + o) for the next layer's attention. A layer's output
-  // that is observed or captured is added at the layer's end instead (x is then whole).
-  NormedInput pending;
-  pending.eps = eps;
-  const auto apply = [&] { be.norm(pending, h); };
-  const auto rows_wanted = [&](int32_t l) {
-    return hook_ || std::find(limits_.capture_layers.begin(), limits_.capture_layers.end(), l) !=
-                        limits_.capture_layers.end();
-  };
-  bool o_pending = false;  // x + o is the layer's output (not added yet)
+  // A residual add and the norm after it run as one op (add_rms_norm): h is the layer's first norm
+  // of x when the loop body starts (the previous layer's last add made it).
+  if (c.n_layers > 0) be.rms_norm(x, w_.layers[0].attn_norm, eps, h);
   for (layer = 0; layer < c.n_layers; ++layer) {
     const LayerWeights& L = w_.layers[layer];
     // attention: x += attn(attn_norm(x)), K/V of the step's tokens stored in the pool first
-    pending.a = x, pending.weight = L.attn_norm;
-    pending.b = o_pending ? o : Tensor{};
-    pending.sum = o_pending ? x : Tensor{};
+    observe("attn_norm", layer, h);
     if (c.is_recurrent(layer)) {
-      apply();
       delta_net_block(be, dd, L.delta, h, RecurrentRows{rows.seq_ids, state_rows, ckpt_rows}, pool.conv[layer], pool.ssm[layer],
                       s.delta, o);
     } else {
-      attention_block(be, d, L.attn, h, rows, pool.k[layer], pool.v[layer], pool.block_size, s.attn, o, &obs, &pending);
+      attention_block(be, d, L.attn, h, rows, pool.k[layer], pool.v[layer], pool.block_size, s.attn, o, &obs);
     }
-    observe("attn_norm", layer, h);
     observe("attn_out", layer, o);
     // ffn: x += ffn(ffn_norm(x)), dense SwiGLU or a mixture of experts
-    pending.a = x, pending.b = o, pending.sum = x, pending.weight = L.ffn_norm;
-    if (L.moe.router.valid()) {
-      apply();
-      moe_ffn(be, md, L.moe, h, s.moe, o);
-    } else {
-      swiglu_ffn(be, L.ffn, h, s.gate.rows(0, n), s.up.rows(0, n), o, &pending);
-    }
+    be.add_rms_norm(x, o, L.ffn_norm, eps, x, h);
     observe("ffn_inp", layer, x);
     observe("ffn_norm", layer, h);
+    if (L.moe.router.valid()) {
+      moe_ffn(be, md, L.moe, h, s.moe, o);
+    } else {
+      swiglu_ffn(be, L.ffn, h, s.gate.rows(0, n), s.up.rows(0, n), o);
+    }
     observe("ffn_out", layer, o);
-    o_pending = layer + 1 < c.n_layers && !rows_wanted(layer);
-    if (!o_pending) be.add(x, o, x);
+    if (layer + 1 < c.n_layers) {
+      be.add_rms_norm(x, o, w_.layers[layer + 1].attn_norm, eps, x, h);
+    } else {
+      be.add(x, o, x);
+    }
     observe("l_out", layer, x);
     capture(layer, x);
   }

@@ -197,24 +197,15 @@ void MoeScratch::free_all(Backend& be) {
 }
 
 namespace {
-// The products of x, which `in` (when given) norms first in the same op (Backend::norm_matmuls).
-void input_matmuls(Backend& be, const NormedInput* in, const Tensor& x, const Products& p) {
-  if (in != nullptr) {
-    be.norm_matmuls(*in, x, p);
-  } else {
-    be.matmuls(x, p);
-  }
-}
-
 // k = x wk^T (+ bk), v = x wv^T (+ bv): the rows' keys and values before their norm and RoPE; with
-// q = x wq^T in the same call when q is valid. `in`: x still to be normed (input_matmuls).
+// q = x wq^T in the same call when q is valid.
 void project_kv(Backend& be, const AttentionWeights& w, const Tensor& x, const Tensor& q, const Tensor& k,
-                const Tensor& v, const NormedInput* in = nullptr) {
+                const Tensor& v) {
   Products p;
   if (q.valid()) p.add(w.wq, q);
   p.add(w.wk, k);
   p.add(w.wv, v);
-  input_matmuls(be, in, x, p);
+  be.matmuls(x, p);
   if (w.bk.valid()) {
     be.add(k, w.bk, k);
     be.add(v, w.bv, v);
@@ -239,12 +230,8 @@ void store_kv_rows(Backend& be, const BlockDims& d, const AttentionWeights& w, c
 
 void attention_block(Backend& be, const BlockDims& d, const AttentionWeights& w, const Tensor& h, const BlockRows& r,
                      const Tensor& k_pool, const Tensor& v_pool, int32_t block_size, const AttentionScratch& s,
-                     const Tensor& out, const Observe* obs, const NormedInput* in) {
+                     const Tensor& out, const Observe* obs) {
   const int64_t n = h.n_rows;
-  if (in != nullptr && d.gated_q) {  // wq's product comes alone first: the norm too
-    be.norm(*in, h);
-    in = nullptr;
-  }
   const Tensor q = s.q.rows(0, n);        // [n, n_heads * head_dim]
   const Tensor attn = s.attn.rows(0, n);  // [n, n_heads * head_dim]
   Tensor gate;                            // gated_q: [n * n_heads, head_dim] view of the gate halves
@@ -260,7 +247,7 @@ void attention_block(Backend& be, const BlockDims& d, const AttentionWeights& w,
   }
   const Tensor k = s.k.rows(0, n);  // [n, n_kv_heads * head_dim]
   const Tensor v = s.v.rows(0, n);
-  project_kv(be, w, h, d.gated_q ? Tensor{} : q, k, v, in);
+  project_kv(be, w, h, d.gated_q ? Tensor{} : q, k, v);
   if (w.bq.valid()) be.add(q, w.bq, q);
   // qwen3: RMSNorm over each head's head_dim before RoPE (q_norm, k_norm); the rows' own K/V stored
   // first, so each row sees itself and the keys before it
@@ -323,11 +310,11 @@ void delta_net_block(Backend& be, const DeltaNetDims& d, const DeltaNetWeights& 
 }
 
 void swiglu_ffn(Backend& be, const FfnWeights& w, const Tensor& h, const Tensor& gate, const Tensor& up,
-                const Tensor& out, const NormedInput* in) {
+                const Tensor& out) {
   Products p;
   p.add(w.w_gate, gate);
   p.add(w.w_up, up);
-  input_matmuls(be, in, h, p);
+  be.matmuls(h, p);
   be.swiglu(gate, up, gate);
   be.matmul(w.w_down, gate, out);
 }

@@ -154,11 +154,10 @@ void store_kv_rows(Backend& be, const BlockDims& d, const AttentionWeights& w, c
 
 // out [n, hidden] = attention of h [n, hidden] (already normed): q = rope(q_norm(h wq^T + bq));
 // the rows' own K/V stored first (store_kv_rows), so each row sees itself and the keys before it
-// in its table up to attn_pos; then the output projection. out must not alias h. With `in`, h is
-// written first as in's norm (in the same op as the q/k/v products where the backend can).
+// in its table up to attn_pos; then the output projection. out must not alias h.
 void attention_block(Backend& be, const BlockDims& d, const AttentionWeights& w, const Tensor& h, const BlockRows& r,
                      const Tensor& k_pool, const Tensor& v_pool, int32_t block_size, const AttentionScratch& s,
-                     const Tensor& out, const Observe* obs = nullptr, const NormedInput* in = nullptr);
+                     const Tensor& out, const Observe* obs = nullptr);
 
 // out [n, hidden] = the gated delta net of h [n, hidden] (normed): qkv = conv(h wqkv^T) with SiLU
 // (the sequence's last inputs in conv_states), q and k l2-normalized (q also by dk^-1/2), the delta
@@ -168,9 +167,8 @@ void delta_net_block(Backend& be, const DeltaNetDims& d, const DeltaNetWeights& 
                      const DeltaNetScratch& s, const Tensor& out);
 
 // out [n, hidden] = down(silu(gate h) * up h); gate, up [n, ffn] scratch. out must not alias h.
-// With `in`, h is written first as in's norm (in the same op as gate and up where the backend can).
 void swiglu_ffn(Backend& be, const FfnWeights& w, const Tensor& h, const Tensor& gate, const Tensor& up,
-                const Tensor& out, const NormedInput* in = nullptr);
+                const Tensor& out);
 
 // out [n, hidden] = sum over the top_k experts of softmax(router h) (renormalized when d says)
 // times expert(h), plus the shared expert (times sigmoid(shared_gate_inp h) when present).

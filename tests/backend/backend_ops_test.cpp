@@ -268,64 +268,6 @@ TEST_P(BackendOpsTest, WideProductsOfFewRows) {
   }
 }
 
-// norm_matmuls (a layer's norm and its first products; CUDA: one launch for one row, each block
-// norming the row itself and the last block to stage writing the sum and the normed row) against
-// the reference's add_rms_norm / rms_norm and products in turn: with the residual add (sum aliasing
-// a, as the decoder's x) and without, 1 and 3 rows, three rounds on the same tensors (the ticket
-// of one launch must be ready for the next). The sum, the normed row and every product compared.
-TEST_P(BackendOpsTest, NormMatmulsEqualTheOpsInTurn) {
-  for (GgmlType type : {GgmlType::kF16, GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
-    const int64_t k = 2048, ms[3] = {96, 64, 32};
-    std::vector<uint8_t> bytes[3];
-    for (int i = 0; i < 3; ++i) bytes[i] = quantized(type, ms[i], k, uint32_t(81 + i));
-    const auto norm_w = random_floats(size_t(k), 85);
-    for (bool residual : {true, false}) {
-      for (int64_t n : {1, 3}) {
-        Backend* bes[2] = {&be(), &ref()};
-        Tensor w[2][3], outs[2][3], a[2], b[2], xh[2], nw[2];
-        for (int j = 0; j < 2; ++j) {
-          for (int i = 0; i < 3; ++i) {
-            w[j][i] = bes[j]->weight_from_host(type, ms[i], k, bytes[i]).value();
-            outs[j][i] = bes[j]->alloc(GgmlType::kF32, n, ms[i]).value();
-          }
-          a[j] = bes[j]->alloc(GgmlType::kF32, n, k).value();
-          b[j] = bes[j]->alloc(GgmlType::kF32, n, k).value();
-          xh[j] = bes[j]->alloc(GgmlType::kF32, n, k).value();
-          nw[j] = bes[j]->alloc(GgmlType::kF32, 1, k).value();
-          bes[j]->write(nw[j], norm_w.data());
-        }
-        for (int round = 0; round < 3; ++round) {
-          const auto av = random_floats(size_t(n * k), uint32_t(86 + round), 2.0f);
-          const auto bv = random_floats(size_t(n * k), uint32_t(89 + round));
-          std::vector<float> got[3], want[3];  // products, sum (a), normed row
-          for (int j = 0; j < 2; ++j) {
-            bes[j]->write(a[j], av.data());
-            bes[j]->write(b[j], bv.data());
-            NormedInput in;
-            in.a = a[j], in.weight = nw[j], in.eps = 1e-5f;
-            if (residual) in.b = b[j], in.sum = a[j];
-            Products p;
-            for (int i = 0; i < 3; ++i) p.add(w[j][i], outs[j][i]);
-            bes[j]->norm_matmuls(in, xh[j], p);
-            std::vector<float>* dst = j == 0 ? got : want;
-            for (const Tensor& o : outs[j]) {
-              const auto d = download(*bes[j], o);
-              dst[0].insert(dst[0].end(), d.begin(), d.end());
-            }
-            dst[1] = download(*bes[j], a[j]);
-            dst[2] = download(*bes[j], xh[j]);
-          }
-          const std::string what = std::string(ggml_type_name(uint32_t(type))) + (residual ? " a+b" : " a") +
-                                   " n=" + std::to_string(n) + " round " + std::to_string(round);
-          expect_close(bname(), "norm_matmuls products " + what, got[0], want[0], matmul_budget(bname(), type, n));
-          expect_close(bname(), "norm_matmuls sum " + what, got[1], want[1], 0.0);
-          expect_close(bname(), "norm_matmuls normed " + what, got[2], want[2], 1e-12);
-        }
-      }
-    }
-  }
-}
-
 // Activation rows of very different magnitudes (1e-7 .. 1e5, as hidden states with outliers have)
 // in one product: each row's error within the budget on its own (CUDA's tensor cores scale each row
 // by a power of two into fp16's range first; without that, 1e5-sized rows overflow fp16 and

@@ -851,28 +851,22 @@ __device__ __forceinline__ float panel_unit_dot(const uint4 (&q)[PanelFmt<T>::CH
 
 // A warp's part of the activation of a panel product, units [u0, u1): x into shared xs (zero past
 // k), and for Q4_K each 32-element chunk's sum into xsum (rows are whole super-blocks there).
-// The activation's element e (< k) is value(e).
-template <int T, class Value>
-__device__ __forceinline__ void stage_panel_values(int64_t k, int64_t u0, int64_t u1, float* xs, float* xsum,
-                                                   Value&& value) {
+template <int T>
+__device__ __forceinline__ void stage_panel_x(const float* __restrict__ x, int64_t k, int64_t u0, int64_t u1, float* xs,
+                                              float* xsum) {
   using F = PanelFmt<T>;
   const int lane = threadIdx.x % 32;
   if constexpr (T == kQ4_K) {
     for (int64_t c = u0 * 8; c < u1 * 8; ++c) {
       const int64_t e = c * 32 + lane;
-      const float v = value(e);
+      const float v = x[e];
       xs[e] = v;
       const float s = warp_sum(v);
       if (lane == 0) xsum[c] = s;
     }
   } else {
-    for (int64_t e = u0 * F::E + lane; e < u1 * F::E; e += 32) xs[e] = e < k ? value(e) : 0.f;
+    for (int64_t e = u0 * F::E + lane; e < u1 * F::E; e += 32) xs[e] = e < k ? x[e] : 0.f;
   }
-}
-template <int T>
-__device__ __forceinline__ void stage_panel_x(const float* __restrict__ x, int64_t k, int64_t u0, int64_t u1, float* xs,
-                                              float* xsum) {
-  stage_panel_values<T>(k, u0, u1, xs, xsum, [&](int64_t e) { return x[e]; });
 }
 
 // A lane's units u .. u + U - 1 (those below u1) of a panel group: `base` is the group's first unit
@@ -931,11 +925,10 @@ __device__ __forceinline__ float panel_dots_pipelined(const uint8_t* __restrict_
   return acc;
 }
 
-// The body for one panel group whose activation `stage(u0, u1, xs, xsum)` writes (each warp its
-// units' part, after the kernels before it are done; every warp of the block calls it once).
-template <int T, class Stage>
-__device__ __forceinline__ void panel_group_staged(const uint8_t* __restrict__ group, float* __restrict__ out,
-                                                   int64_t rows, int64_t n_units, bool pipe, Stage&& stage) {
+template <int T>
+__device__ __forceinline__ void panel_matvec_group(const uint8_t* __restrict__ group, const float* __restrict__ x,
+                                                   float* __restrict__ out, int64_t rows, int64_t k,
+                                                   int64_t n_units, bool pipe = false) {
   using F = PanelFmt<T>;
   extern __shared__ float4 panel_smem[];
   float* xs = reinterpret_cast<float*>(panel_smem);
@@ -950,7 +943,7 @@ __device__ __forceinline__ void panel_group_staged(const uint8_t* __restrict__ g
     uint32_t tail[F::P];
     if (u0 < u1) load_panel_units<T, F::P>(base, u0, u1, q, tail);  // in flight while x is staged
     pdl_wait();                                                       // x is the kernel before's output
-    stage(u0, u1, xs, xsum);
+    stage_panel_x<T>(x, k, u0, u1, xs, xsum);
     __syncwarp();
     acc = panel_dots_pipelined<T>(base, u0, u1, xs, xsum, q, tail);
   } else {
@@ -958,7 +951,7 @@ __device__ __forceinline__ void panel_group_staged(const uint8_t* __restrict__ g
     uint32_t tail[F::U];
     if (u0 < u1) load_panel_units<T>(base, u0, u1, q, tail);  // in flight while x is staged
     pdl_wait();                                               // x is the kernel before's output
-    stage(u0, u1, xs, xsum);
+    stage_panel_x<T>(x, k, u0, u1, xs, xsum);
     __syncwarp();
     for (int64_t u = u0; u < u1; u += F::U) {
       if (u != u0) load_panel_units<T>(base, u, u1, q, tail);
@@ -976,15 +969,6 @@ __device__ __forceinline__ void panel_group_staged(const uint8_t* __restrict__ g
     for (int w = 0; w < kPanelWarps; ++w) s += red[w * 32 + lane];
     if (lane < rows) out[lane] = s;
   }
-}
-
-template <int T>
-__device__ __forceinline__ void panel_matvec_group(const uint8_t* __restrict__ group, const float* __restrict__ x,
-                                                   float* __restrict__ out, int64_t rows, int64_t k,
-                                                   int64_t n_units, bool pipe = false) {
-  panel_group_staged<T>(group, out, rows, n_units, pipe, [&](int64_t u0, int64_t u1, float* xs, float* xsum) {
-    stage_panel_x<T>(x, k, u0, u1, xs, xsum);
-  });
 }
 
 template <int T>
@@ -1018,56 +1002,6 @@ __global__ void __launch_bounds__(kPanelThreads) panel_matvec_segs_kernel(PanelS
   const int64_t g = int64_t(blockIdx.x) - s.first[seg];
   panel_matvec_group<T>(s.panel[seg] + size_t(g) * size_t(n_units) * panel_unit_bytes<T>(), x, s.out[seg] + g * 32,
                         s.m[seg] - g * 32, k, n_units, pipe);
-}
-
-// The products of one row normed on the fly (CudaBackend::norm_matmuls): x = rms_norm(a + b) * w
-// (b nullptr: rms_norm(a)) with exactly add_rms_norm_kernel's float operations, each block summing
-// the squares of the whole row itself; the sum a + b and x are written by the block that stages
-// last (the ticket), when every block has read a, so sum may alias a.
-struct NormArgs {
-  const float* a;
-  const float* b;  // nullptr: none
-  const float* w;
-  float* sum;  // nullptr with b
-  float* x;
-  float eps;
-  unsigned* ticket;  // zero between launches
-};
-
-template <int T>
-__global__ void __launch_bounds__(kPanelThreads) panel_norm_segs_kernel(PanelSegs s, NormArgs na, int64_t k,
-                                                                        int64_t n_units, bool pipe) {
-  pdl_trigger();
-  __shared__ double sh[32];
-  __shared__ unsigned last;
-  int seg = 0;
-  while (seg + 1 < s.n && blockIdx.x >= s.first[seg + 1]) ++seg;
-  const int64_t g = int64_t(blockIdx.x) - s.first[seg];
-  const auto sum_at = [&](int64_t c) { return na.b != nullptr ? na.a[c] + na.b[c] : na.a[c]; };
-  panel_group_staged<T>(s.panel[seg] + size_t(g) * size_t(n_units) * panel_unit_bytes<T>(), s.out[seg] + g * 32,
-                        s.m[seg] - g * 32, n_units, pipe, [&](int64_t u0, int64_t u1, float* xs, float* xsum) {
-                          double ss = 0.0;
-                          for (int64_t c = threadIdx.x; c < k; c += blockDim.x) {
-                            const float v = sum_at(c);
-                            ss += double(v) * v;
-                          }
-                          ss = block_sum_double(ss, sh);
-                          const double inv = 1.0 / sqrt(ss / double(k) + double(na.eps));
-                          const auto normed = [&](int64_t e) {
-                            return __fmul_rn(float(double(sum_at(e)) * inv), na.w[e]);
-                          };
-                          stage_panel_values<T>(k, u0, u1, xs, xsum, normed);
-                          __syncthreads();  // every read of a and b in this block done
-                          if (threadIdx.x == 0) last = atomicAdd(na.ticket, 1u) == gridDim.x - 1;
-                          __syncthreads();
-                          if (!last) return;
-                          for (int64_t c = threadIdx.x; c < k; c += blockDim.x) {
-                            const float v = sum_at(c);
-                            if (na.sum != nullptr) na.sum[c] = v;
-                            na.x[c] = __fmul_rn(float(double(v) * inv), na.w[c]);
-                          }
-                          if (threadIdx.x == 0) *na.ticket = 0;
-                        });
 }
 
 // stage_panel_x for NB rows: rows j < nb of x (row j at x + j * x_stride into xs + j * xlen, its
@@ -1897,9 +1831,7 @@ class CudaBackend final : public Backend {
     CUDA_OK(cudaMemset(zero_ids_, 0, kMultiRows * sizeof(int32_t)));
     int major = 0;
     CUDA_OK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-    if (major < 9) pdl_ = 0;
-    CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&norm_ticket_), sizeof(unsigned)));
-    CUDA_OK(cudaMemset(norm_ticket_, 0, sizeof(unsigned)));
+    if (major < 9) pdl_ = false;
   }
   ~CudaBackend() override {
     flush(false);
@@ -1922,7 +1854,6 @@ class CudaBackend final : public Backend {
     if (scratch_ != nullptr) cudaFree(scratch_);
     if (row_scales_ != nullptr) cudaFree(row_scales_);
     cudaFree(zero_ids_);
-    cudaFree(norm_ticket_);
 
     cudaFree(err_);
     cudaFreeHost(host_err_);
@@ -2020,10 +1951,6 @@ class CudaBackend final : public Backend {
   // first weights are loaded by the time it ends); as a plain launch otherwise.
   template <class... P, class... A>
   void launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, A&&... args) {
-    launch_overlapping(pdl_ >= 2, kernel, grid, block, smem, std::forward<A>(args)...);
-  }
-  template <class... P, class... A>
-  void launch_overlapping(bool overlap, void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, A&&... args) {
     cudaLaunchAttribute attr{};
     attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr.val.programmaticStreamSerializationAllowed = 1;
@@ -2032,7 +1959,7 @@ class CudaBackend final : public Backend {
     cfg.blockDim = block;
     cfg.dynamicSmemBytes = smem;
     cfg.stream = stream_;
-    if (overlap && kernel_tail_) {
+    if (pdl_ && kernel_tail_) {
       cfg.attrs = &attr;
       cfg.numAttrs = 1;
     }
@@ -2078,12 +2005,6 @@ class CudaBackend final : public Backend {
   void matmuls(const Tensor& x, const Products& p) override {
     if (!panel_segs_apply(x, p)) return Backend::matmuls(x, p);
     op(kOpMatmuls, [=, this] { panel_segs_now(x, p); }, x, p);
-  }
-  void norm_matmuls(const NormedInput& in, const Tensor& x, const Products& p) override {
-    if (!norm_fuse_ || x.n_rows != 1 || !panel_segs_apply(x, p) || dig_ || !norm_fuse_fits(in, x)) {
-      return Backend::norm_matmuls(in, x, p);
-    }
-    op(kOpNormMatmuls, [=, this] { norm_segs_now(in, x, p); }, in.a, in.b, in.weight, in.sum, in.eps, x, p);
   }
   void add_rms_norm(const Tensor& a, const Tensor& b, const Tensor& weight, float eps, const Tensor& sum,
                     const Tensor& out) override {
@@ -2582,7 +2503,7 @@ class CudaBackend final : public Backend {
   enum OpTag : uint64_t {
     kOpWrite = 1, kOpRead, kOpGetRows, kOpRmsNorm, kOpMatmul, kOpAdd, kOpSwiglu, kOpSoftmax, kOpCopy, kOpStoreKv,
     kOpRope, kOpAttention, kOpPagedAttention, kOpMoeRoute, kOpMoeMatmul, kOpMoeCombine, kOpSigmoidMul,
-    kOpSsmConv, kOpGatedDelta, kOpHadamard, kOpAddRmsNorm, kOpQkRopeStore, kOpMatmuls, kOpNormMatmuls
+    kOpSsmConv, kOpGatedDelta, kOpHadamard, kOpAddRmsNorm, kOpQkRopeStore, kOpMatmuls
   };
   static constexpr size_t kNoStage = ~size_t(0);
   static constexpr size_t kPinnedBytes = size_t(32) << 20;  // staging of one step's writes and reads
@@ -2768,8 +2689,6 @@ class CudaBackend final : public Backend {
                                      cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMatvecSmemLimit)));
         CUDA_OK(cudaFuncSetAttribute(reinterpret_cast<const void*>(&panel_matvec_segs_kernel<T>),
                                      cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMatvecSmemLimit)));
-        CUDA_OK(cudaFuncSetAttribute(reinterpret_cast<const void*>(&panel_norm_segs_kernel<T>),
-                                     cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMatvecSmemLimit)));
         CUDA_OK(cudaFuncSetAttribute(reinterpret_cast<const void*>(&panel_rows_segs_kernel<T, 2>),
                                      cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMatvecSmemLimit)));
         CUDA_OK(cudaFuncSetAttribute(reinterpret_cast<const void*>(&panel_rows_segs_kernel<T, 4>),
@@ -2881,7 +2800,7 @@ class CudaBackend final : public Backend {
   // A panel product's launch (kPanelThreads per block).
   template <class... P, class... A>
   void launch_panel(void (*kernel)(P...), unsigned blocks, size_t smem, A&&... args) {
-    launch_overlapping(pdl_ >= 1, kernel, dim3(blocks), dim3(kPanelThreads), smem, std::forward<A>(args)...);
+    launch(kernel, dim3(blocks), dim3(kPanelThreads), smem, std::forward<A>(args)...);
   }
 
   // Whether matmuls(x, p) runs as one panel launch: 1 to kPanelRowsMax rows of x (two or more
@@ -2904,41 +2823,6 @@ class CudaBackend final : public Backend {
       fits = panel_rows_smem_bytes<T>(n_units, panel_rows_nb(int(x.n_rows))) <= kMatvecSmemLimit;
     });
     return fits;
-  }
-  // Whether norm_matmuls(in, x, p) runs as one launch (with panel_segs_apply): one row of F32
-  // tensors of x's width, in.sum given exactly with in.b, no overlap of x with a, b or sum.
-  bool norm_fuse_fits(const NormedInput& in, const Tensor& x) const {
-    const auto row_of_x = [&](const Tensor& t) {
-      return t.valid() && t.type == GgmlType::kF32 && t.n_rows == 1 && t.n_cols == x.n_cols;
-    };
-    if (!row_of_x(in.a) || in.b.valid() != in.sum.valid() || x.type != GgmlType::kF32) return false;
-    if (in.b.valid() && (!row_of_x(in.b) || !row_of_x(in.sum))) return false;
-    if (!in.weight.valid() || in.weight.type != GgmlType::kF32 || in.weight.n_cols != x.n_cols) return false;
-    for (const Tensor* t : {&in.a, &in.b, &in.sum}) {
-      if (t->valid() && t->buffer == x.buffer && t->offset_bytes == x.offset_bytes) return false;
-    }
-    return true;
-  }
-  void norm_segs_now(const NormedInput& in, const Tensor& x, const Products& p) {
-    PanelSegs sg{};
-    sg.n = p.n;
-    unsigned blocks = 0;
-    for (int32_t i = 0; i < p.n; ++i) {
-      sg.panel[i] = static_cast<const CudaBuffer*>(p.w[i].buffer)->panel;
-      sg.out[i] = fptr(p.out[i]);
-      sg.o_stride[i] = fstride(p.out[i]);
-      sg.m[i] = p.w[i].n_rows;
-      sg.first[i] = blocks;
-      blocks += blocks_for(p.w[i].n_rows, 32);
-    }
-    sg.first[p.n] = blocks;
-    const NormArgs na{fptr(in.a), in.b.valid() ? fptr(in.b) : nullptr, fptr(in.weight),
-                      in.sum.valid() ? fptr(in.sum) : nullptr, fptr(x), in.eps, norm_ticket_};
-    const int64_t k = x.n_cols;
-    ONEBIT_CUDA_PANEL_SWITCH(p.w[0].type, {
-      const int64_t n_units = (k + PanelFmt<T>::E - 1) / PanelFmt<T>::E;
-      launch_panel(&panel_norm_segs_kernel<T>, blocks, panel_smem_bytes<T>(n_units), sg, na, k, n_units, pipe_);
-    });
   }
   void panel_segs_now(const Tensor& x, const Products& p) {
     PanelSegs sg{};
@@ -3052,12 +2936,11 @@ class CudaBackend final : public Backend {
     const char* e = std::getenv("ONEBIT_CUDA_MMA");
     return e == nullptr || std::string(e) != "0";
   }();
-  // Programmatic dependent launch (launch): 2 for every step kernel, 1 for the panel products
-  // only, 0 off (ONEBIT_CUDA_PDL, for comparisons); off where the GPU lacks it (before compute
-  // capability 9.0).
-  int pdl_ = [] {
+  // Programmatic dependent launch of the panel products (launch_panel; ONEBIT_CUDA_PDL=0 turns it
+  // off, for comparisons): on where the GPU has it (compute capability 9.0 and later).
+  bool pdl_ = [] {
     const char* e = std::getenv("ONEBIT_CUDA_PDL");
-    return e == nullptr ? 2 : std::atoi(e);
+    return e == nullptr || std::string(e) != "0";
   }();
   // The decode products' pipelined loop (panel_dots_pipelined; ONEBIT_CUDA_PIPE=0: the loop of
   // U units loaded, then multiplied).
@@ -3065,13 +2948,6 @@ class CudaBackend final : public Backend {
     const char* e = std::getenv("ONEBIT_CUDA_PIPE");
     return e == nullptr || std::string(e) != "0";
   }();
-  // A layer's norm inside its first products (norm_matmuls; ONEBIT_CUDA_NORM_FUSE=0: the norm
-  // kernel, then the products), and the ticket its launches count their blocks with.
-  bool norm_fuse_ = [] {
-    const char* e = std::getenv("ONEBIT_CUDA_NORM_FUSE");
-    return e == nullptr || std::string(e) != "0";
-  }();
-  unsigned* norm_ticket_ = nullptr;
   bool kernel_tail_ = false;      // the last op put on the stream is a kernel (CUDA_LAUNCHED / CUDA_COPY)
   bool multi_smem_set_[32] = {};  // matvec_multi_kernel<type> allowed more than 48 KiB of shared memory
   int device_;
