@@ -111,12 +111,12 @@ __device__ __forceinline__ float warp_sum(float v) {
 }
 
 // Programmatic dependent launch (sm_90): every step kernel lets the next kernel in the stream
-// start at once (pdl_trigger, first thing), and is launched with the attribute that allows it to
-// start before the kernel before it ends (CudaBackend::launch); so before it reads or writes
-// anything that earlier kernels touch, it waits for them (pdl_wait: every earlier kernel done and
-// its writes visible). pdl_start is both, for kernels with nothing to do before; the panel
-// products issue their first weight loads (constant during a step) in between. No-ops without
-// the launch attribute and on older GPUs.
+// start at once (pdl_trigger, first thing), and may be launched with the attribute that allows it
+// to start before the kernel before it ends (CudaBackend::launch_overlapping: by default the panel
+// products only); so before it reads or writes anything that earlier kernels touch, it waits for
+// them (pdl_wait: every earlier kernel done and its writes visible). pdl_start is both, for
+// kernels with nothing to do before; the panel products issue their first weight loads (constant
+// during a step) in between. No-ops without the launch attribute and on older GPUs.
 __device__ __forceinline__ void pdl_trigger() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
@@ -1831,7 +1831,7 @@ class CudaBackend final : public Backend {
     CUDA_OK(cudaMemset(zero_ids_, 0, kMultiRows * sizeof(int32_t)));
     int major = 0;
     CUDA_OK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-    if (major < 9) pdl_ = false;
+    if (major < 9) pdl_ = 0;
   }
   ~CudaBackend() override {
     flush(false);
@@ -1951,6 +1951,10 @@ class CudaBackend final : public Backend {
   // first weights are loaded by the time it ends); as a plain launch otherwise.
   template <class... P, class... A>
   void launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, A&&... args) {
+    launch_overlapping(pdl_ >= 2, kernel, grid, block, smem, std::forward<A>(args)...);
+  }
+  template <class... P, class... A>
+  void launch_overlapping(bool overlap, void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, A&&... args) {
     cudaLaunchAttribute attr{};
     attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr.val.programmaticStreamSerializationAllowed = 1;
@@ -1959,7 +1963,7 @@ class CudaBackend final : public Backend {
     cfg.blockDim = block;
     cfg.dynamicSmemBytes = smem;
     cfg.stream = stream_;
-    if (pdl_ && kernel_tail_) {
+    if (overlap && kernel_tail_) {
       cfg.attrs = &attr;
       cfg.numAttrs = 1;
     }
@@ -2800,7 +2804,7 @@ class CudaBackend final : public Backend {
   // A panel product's launch (kPanelThreads per block).
   template <class... P, class... A>
   void launch_panel(void (*kernel)(P...), unsigned blocks, size_t smem, A&&... args) {
-    launch(kernel, dim3(blocks), dim3(kPanelThreads), smem, std::forward<A>(args)...);
+    launch_overlapping(pdl_ >= 1, kernel, dim3(blocks), dim3(kPanelThreads), smem, std::forward<A>(args)...);
   }
 
   // Whether matmuls(x, p) runs as one panel launch: 1 to kPanelRowsMax rows of x (two or more
@@ -2936,11 +2940,12 @@ class CudaBackend final : public Backend {
     const char* e = std::getenv("ONEBIT_CUDA_MMA");
     return e == nullptr || std::string(e) != "0";
   }();
-  // Programmatic dependent launch of the panel products (launch_panel; ONEBIT_CUDA_PDL=0 turns it
-  // off, for comparisons): on where the GPU has it (compute capability 9.0 and later).
-  bool pdl_ = [] {
+  // Programmatic dependent launch: 1 (the default) for the panel products (launch_panel), 2 for
+  // every step kernel (launch), 0 off (ONEBIT_CUDA_PDL). Measured on an H100 (docs/cuda.md), 2 is
+  // slower than 1 (8B Q4_0 tg128 222 against 266 tok/s): so 1. Off before compute capability 9.0.
+  int pdl_ = [] {
     const char* e = std::getenv("ONEBIT_CUDA_PDL");
-    return e == nullptr || std::string(e) != "0";
+    return e == nullptr ? 1 : std::atoi(e);
   }();
   // The decode products' pipelined loop (panel_dots_pipelined; ONEBIT_CUDA_PIPE=0: the loop of
   // U units loaded, then multiplied).
