@@ -238,9 +238,6 @@ class Backend {
   // Products of one input: p.out[i] = x * p.w[i]^T for i < p.n (q, k and v; gate and up), as
   // matmul each.
   virtual void matmuls(const Tensor& x, const Products& p);
-  // out = (silu(gate) * up) w^T: swiglu(gate, up, gate), then matmul(w, gate, out) (the FFN's down
-  // product). gate's contents afterwards are unspecified (a backend may not write them).
-  virtual void swiglu_matmul(const Tensor& w, const Tensor& gate, const Tensor& up, const Tensor& out);
 };
 
 // A backend's own scratch: grows `buf` (F32 [1, n] of `be`, never shrunk, at least 64 Ki floats) to

@@ -140,9 +140,4 @@ void Backend::matmuls(const Tensor& x, const Products& p) {
   for (int32_t i = 0; i < p.n; ++i) matmul(p.w[i], x, p.out[i]);
 }
 
-void Backend::swiglu_matmul(const Tensor& w, const Tensor& gate, const Tensor& up, const Tensor& out) {
-  swiglu(gate, up, gate);
-  matmul(w, gate, out);
-}
-
 }  // namespace onebit

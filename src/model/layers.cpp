@@ -305,7 +305,8 @@ void delta_net_block(Backend& be, const DeltaNetDims& d, const DeltaNetWeights& 
   const Tensor o_heads = o.reshaped(n * d.v_heads, d.dv);
   be.rms_norm(o_heads, w.norm, d.eps, o_heads);
   be.matmul(w.gate, h, z);
-  be.swiglu_matmul(w.out, z, o, out);
+  be.swiglu(z, o, z);
+  be.matmul(w.out, z, out);
 }
 
 void swiglu_ffn(Backend& be, const FfnWeights& w, const Tensor& h, const Tensor& gate, const Tensor& up,
@@ -314,7 +315,8 @@ void swiglu_ffn(Backend& be, const FfnWeights& w, const Tensor& h, const Tensor&
   p.add(w.w_gate, gate);
   p.add(w.w_up, up);
   be.matmuls(h, p);
-  be.swiglu_matmul(w.w_down, gate, up, out);
+  be.swiglu(gate, up, gate);
+  be.matmul(w.w_down, gate, out);
 }
 
 void moe_ffn(Backend& be, const MoeDims& d, const MoeWeights& w, const Tensor& h, const MoeScratch& s,

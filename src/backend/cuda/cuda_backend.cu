@@ -851,28 +851,22 @@ __device__ __forceinline__ float panel_unit_dot(const uint4 (&q)[PanelFmt<T>::CH
 
 // A warp's part of the activation of a panel product, units [u0, u1): x into shared xs (zero past
 // k), and for Q4_K each 32-element chunk's sum into xsum (rows are whole super-blocks there).
-// The activation's element e (< k) is value(e).
-template <int T, class Value>
-__device__ __forceinline__ void stage_panel_values(int64_t k, int64_t u0, int64_t u1, float* xs, float* xsum,
-                                                   Value&& value) {
+template <int T>
+__device__ __forceinline__ void stage_panel_x(const float* __restrict__ x, int64_t k, int64_t u0, int64_t u1, float* xs,
+                                              float* xsum) {
   using F = PanelFmt<T>;
   const int lane = threadIdx.x % 32;
   if constexpr (T == kQ4_K) {
     for (int64_t c = u0 * 8; c < u1 * 8; ++c) {
       const int64_t e = c * 32 + lane;
-      const float v = value(e);
+      const float v = x[e];
       xs[e] = v;
       const float s = warp_sum(v);
       if (lane == 0) xsum[c] = s;
     }
   } else {
-    for (int64_t e = u0 * F::E + lane; e < u1 * F::E; e += 32) xs[e] = e < k ? value(e) : 0.f;
+    for (int64_t e = u0 * F::E + lane; e < u1 * F::E; e += 32) xs[e] = e < k ? x[e] : 0.f;
   }
-}
-template <int T>
-__device__ __forceinline__ void stage_panel_x(const float* __restrict__ x, int64_t k, int64_t u0, int64_t u1, float* xs,
-                                              float* xsum) {
-  stage_panel_values<T>(k, u0, u1, xs, xsum, [&](int64_t e) { return x[e]; });
 }
 
 // A lane's units u .. u + U - 1 (those below u1) of a panel group: `base` is the group's first unit
@@ -931,11 +925,10 @@ __device__ __forceinline__ float panel_dots_pipelined(const uint8_t* __restrict_
   return acc;
 }
 
-// The body for one panel group whose activation `stage(u0, u1, xs, xsum)` writes (each warp its
-// units' part, after the kernels before it are done).
-template <int T, class Stage>
-__device__ __forceinline__ void panel_group_staged(const uint8_t* __restrict__ group, float* __restrict__ out,
-                                                   int64_t rows, int64_t n_units, bool pipe, Stage&& stage) {
+template <int T>
+__device__ __forceinline__ void panel_matvec_group(const uint8_t* __restrict__ group, const float* __restrict__ x,
+                                                   float* __restrict__ out, int64_t rows, int64_t k,
+                                                   int64_t n_units, bool pipe = false) {
   using F = PanelFmt<T>;
   extern __shared__ float4 panel_smem[];
   float* xs = reinterpret_cast<float*>(panel_smem);
@@ -950,7 +943,7 @@ __device__ __forceinline__ void panel_group_staged(const uint8_t* __restrict__ g
     uint32_t tail[F::P];
     if (u0 < u1) load_panel_units<T, F::P>(base, u0, u1, q, tail);  // in flight while x is staged
     pdl_wait();                                                       // x is the kernel before's output
-    stage(u0, u1, xs, xsum);
+    stage_panel_x<T>(x, k, u0, u1, xs, xsum);
     __syncwarp();
     acc = panel_dots_pipelined<T>(base, u0, u1, xs, xsum, q, tail);
   } else {
@@ -958,7 +951,7 @@ __device__ __forceinline__ void panel_group_staged(const uint8_t* __restrict__ g
     uint32_t tail[F::U];
     if (u0 < u1) load_panel_units<T>(base, u0, u1, q, tail);  // in flight while x is staged
     pdl_wait();                                               // x is the kernel before's output
-    stage(u0, u1, xs, xsum);
+    stage_panel_x<T>(x, k, u0, u1, xs, xsum);
     __syncwarp();
     for (int64_t u = u0; u < u1; u += F::U) {
       if (u != u0) load_panel_units<T>(base, u, u1, q, tail);
@@ -979,15 +972,6 @@ __device__ __forceinline__ void panel_group_staged(const uint8_t* __restrict__ g
 }
 
 template <int T>
-__device__ __forceinline__ void panel_matvec_group(const uint8_t* __restrict__ group, const float* __restrict__ x,
-                                                   float* __restrict__ out, int64_t rows, int64_t k,
-                                                   int64_t n_units, bool pipe = false) {
-  panel_group_staged<T>(group, out, rows, n_units, pipe, [&](int64_t u0, int64_t u1, float* xs, float* xsum) {
-    stage_panel_x<T>(x, k, u0, u1, xs, xsum);
-  });
-}
-
-template <int T>
 __global__ void __launch_bounds__(kPanelThreads) panel_matvec_kernel(const uint8_t* __restrict__ panel,
                                                                      const float* __restrict__ x,
                                                                      float* __restrict__ out, int64_t m, int64_t k,
@@ -996,26 +980,6 @@ __global__ void __launch_bounds__(kPanelThreads) panel_matvec_kernel(const uint8
   const int64_t r0 = int64_t(blockIdx.x) * 32;
   panel_matvec_group<T>(panel + size_t(blockIdx.x) * size_t(n_units) * panel_unit_bytes<T>(), x, out + r0, m - r0, k,
                         n_units, pipe);
-}
-
-// out = w (silu(g) * u) for one row (CudaBackend::swiglu_matmul): the down product with SwiGLU
-// in its staging (silu in float, not swiglu_kernel's double: the activation differs from the op's
-// by about an ulp).
-template <int T>
-__global__ void __launch_bounds__(kPanelThreads) panel_swiglu_matvec_kernel(const uint8_t* __restrict__ panel,
-                                                                            const float* __restrict__ g,
-                                                                            const float* __restrict__ u,
-                                                                            float* __restrict__ out, int64_t m,
-                                                                            int64_t k, int64_t n_units, bool pipe) {
-  pdl_trigger();
-  const int64_t r0 = int64_t(blockIdx.x) * 32;
-  panel_group_staged<T>(panel + size_t(blockIdx.x) * size_t(n_units) * panel_unit_bytes<T>(), out + r0, m - r0,
-                        n_units, pipe, [&](int64_t u0, int64_t u1, float* xs, float* xsum) {
-                          stage_panel_values<T>(k, u0, u1, xs, xsum, [&](int64_t e) {
-                            const float gv = g[e];
-                            return gv / (1.f + __expf(-gv)) * u[e];
-                          });
-                        });
 }
 
 // Up to Products::kMax matrices of one type and width, multiplied by the same x in one launch:
@@ -2046,10 +2010,6 @@ class CudaBackend final : public Backend {
     if (!panel_segs_apply(x, p)) return Backend::matmuls(x, p);
     op(kOpMatmuls, [=, this] { panel_segs_now(x, p); }, x, p);
   }
-  void swiglu_matmul(const Tensor& w, const Tensor& gate, const Tensor& up, const Tensor& out) override {
-    if (!swiglu_fuse_ || !swiglu_fuse_fits(w, gate, up, out)) return Backend::swiglu_matmul(w, gate, up, out);
-    op(kOpSwigluMatmul, [=, this] { swiglu_matmul_now(w, gate, up, out); }, w, gate, up, out);
-  }
   void add_rms_norm(const Tensor& a, const Tensor& b, const Tensor& weight, float eps, const Tensor& sum,
                     const Tensor& out) override {
     op(kOpAddRmsNorm, [=, this] { add_rms_norm_now(a, b, weight, eps, sum, out); }, a, b, weight, eps, sum, out);
@@ -2547,7 +2507,7 @@ class CudaBackend final : public Backend {
   enum OpTag : uint64_t {
     kOpWrite = 1, kOpRead, kOpGetRows, kOpRmsNorm, kOpMatmul, kOpAdd, kOpSwiglu, kOpSoftmax, kOpCopy, kOpStoreKv,
     kOpRope, kOpAttention, kOpPagedAttention, kOpMoeRoute, kOpMoeMatmul, kOpMoeCombine, kOpSigmoidMul,
-    kOpSsmConv, kOpGatedDelta, kOpHadamard, kOpAddRmsNorm, kOpQkRopeStore, kOpMatmuls, kOpSwigluMatmul
+    kOpSsmConv, kOpGatedDelta, kOpHadamard, kOpAddRmsNorm, kOpQkRopeStore, kOpMatmuls
   };
   static constexpr size_t kNoStage = ~size_t(0);
   static constexpr size_t kPinnedBytes = size_t(32) << 20;  // staging of one step's writes and reads
@@ -2733,8 +2693,6 @@ class CudaBackend final : public Backend {
                                      cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMatvecSmemLimit)));
         CUDA_OK(cudaFuncSetAttribute(reinterpret_cast<const void*>(&panel_matvec_segs_kernel<T>),
                                      cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMatvecSmemLimit)));
-        CUDA_OK(cudaFuncSetAttribute(reinterpret_cast<const void*>(&panel_swiglu_matvec_kernel<T>),
-                                     cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMatvecSmemLimit)));
         CUDA_OK(cudaFuncSetAttribute(reinterpret_cast<const void*>(&panel_rows_segs_kernel<T, 2>),
                                      cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMatvecSmemLimit)));
         CUDA_OK(cudaFuncSetAttribute(reinterpret_cast<const void*>(&panel_rows_segs_kernel<T, 4>),
@@ -2811,26 +2769,6 @@ class CudaBackend final : public Backend {
       buf.panel = static_cast<uint8_t*>(p);
       buf.panel_rows = t.n_rows;
       buf.panel_cols = t.n_cols;
-    });
-  }
-
-  // Whether swiglu_matmul(w, gate, up, out) runs as one launch: one F32 row each of gate and up of
-  // w's width, w with its whole panel copy (no rotation, float path).
-  bool swiglu_fuse_fits(const Tensor& w, const Tensor& gate, const Tensor& up, const Tensor& out) const {
-    const CudaBuffer* b = static_cast<const CudaBuffer*>(w.buffer);
-    const auto row = [](const Tensor& t, int64_t cols) {
-      return t.type == GgmlType::kF32 && t.n_rows == 1 && t.n_cols == cols;
-    };
-    return !dig_ && w.in_rotation == 0 && b != nullptr && b->panel != nullptr && w.offset_bytes == 0 &&
-           w.n_rows == b->panel_rows && w.n_cols == b->panel_cols && row(gate, w.n_cols) && row(up, w.n_cols) &&
-           row(out, w.n_rows);
-  }
-  void swiglu_matmul_now(const Tensor& w, const Tensor& gate, const Tensor& up, const Tensor& out) {
-    const CudaBuffer* b = static_cast<const CudaBuffer*>(w.buffer);
-    ONEBIT_CUDA_PANEL_SWITCH(w.type, {
-      const int64_t n_units = (w.n_cols + PanelFmt<T>::E - 1) / PanelFmt<T>::E;
-      launch_panel(&panel_swiglu_matvec_kernel<T>, blocks_for(w.n_rows, 32), panel_smem_bytes<T>(n_units), b->panel,
-                   fptr(gate), fptr(up), fptr(out), w.n_rows, w.n_cols, n_units, pipe_);
     });
   }
 
@@ -3013,12 +2951,6 @@ class CudaBackend final : public Backend {
   // U units loaded, then multiplied).
   bool pipe_ = [] {
     const char* e = std::getenv("ONEBIT_CUDA_PIPE");
-    return e == nullptr || std::string(e) != "0";
-  }();
-  // SwiGLU inside the down product's staging (swiglu_matmul; ONEBIT_CUDA_SWIGLU_FUSE=0: the SwiGLU
-  // kernel, then the product).
-  bool swiglu_fuse_ = [] {
-    const char* e = std::getenv("ONEBIT_CUDA_SWIGLU_FUSE");
     return e == nullptr || std::string(e) != "0";
   }();
   bool kernel_tail_ = false;      // the last op put on the stream is a kernel (CUDA_LAUNCHED / CUDA_COPY)
