@@ -1832,6 +1832,7 @@ class CudaBackend final : public Backend {
     int major = 0;
     CUDA_OK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
     if (major < 9) pdl_ = 0;
+    CUDA_OK(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, device));
   }
   ~CudaBackend() override {
     flush(false);
@@ -1853,6 +1854,7 @@ class CudaBackend final : public Backend {
     buffers_.clear();
     if (scratch_ != nullptr) cudaFree(scratch_);
     if (row_scales_ != nullptr) cudaFree(row_scales_);
+    if (mma_part_ != nullptr) cudaFree(mma_part_);
     cudaFree(zero_ids_);
 
     cudaFree(err_);
@@ -1983,7 +1985,11 @@ class CudaBackend final : public Backend {
   bool rotates_inputs() const override { return true; }
   void matmul(const Tensor& w, const Tensor& x, const Tensor& out) override {
     if (w.in_rotation > 0) return matmul(unrotated(w), rotated(x, w.in_rotation), out);
-    if (mma_ && mma_matmul_applies(int(w.type), x.n_rows)) ensure_row_scales(x.n_rows);  // not while capturing
+    if (mma_ && mma_matmul_applies(int(w.type), x.n_rows)) {  // not while capturing
+      ensure_row_scales(x.n_rows);
+      const int split = mma_split(w.n_rows, x.n_rows, w.n_cols);
+      if (split > 1) ensure_mma_part(size_t(split) * size_t(x.n_rows * w.n_rows));
+    }
     op(kOpMatmul, [=, this] { matmul_now(w, x, out); }, w, x, out);
   }
   void add(const Tensor& a, const Tensor& b, const Tensor& out) override {
@@ -2178,9 +2184,19 @@ class CudaBackend final : public Backend {
       const bool x_vec = reinterpret_cast<uintptr_t>(xp) % 16 == 0 && fstride(x) % 4 == 0 && k % 16 == 0;
       ONEBIT_CHECK(row_scales_ != nullptr && n <= row_scales_n_);
       mma_row_scale_kernel<<<unsigned(n), 256, 0, stream_>>>(xp, fstride(x), k, row_scales_);
-      ONEBIT_CUDA_TYPE_SWITCH(w.type, matmul_mma_kernel<T><<<grid, kMmaThreads, 0, stream_>>>(
-          dptr(w), w.row_stride_bytes, xp, fstride(x), op, fstride(out), m, n, k, x_vec, row_scales_));
+      const int split = mma_split(m, n, k);
+      ONEBIT_CHECK(split == 1 || (mma_part_ != nullptr && size_t(split) * size_t(n * m) <= mma_part_n_));
+      float* part = split > 1 ? mma_part_ : nullptr;
+      ONEBIT_CUDA_TYPE_SWITCH(w.type, matmul_mma_kernel<T><<<dim3(grid.x, grid.y, unsigned(split)), kMmaThreads, 0,
+                                                            stream_>>>(dptr(w), w.row_stride_bytes, xp, fstride(x),
+                                                                       op, fstride(out), m, n, k, x_vec,
+                                                                       row_scales_, part));
       CUDA_LAUNCHED();
+      if (split > 1) {
+        mma_split_sum_kernel<<<blocks_for(n * m, 256), 256, 0, stream_>>>(part, split, n, m, row_scales_, op,
+                                                                          fstride(out));
+        CUDA_LAUNCHED();
+      }
       return;
     }
     const dim3 grid(blocks_for(m, kTileM), blocks_for(n, kTileN));
@@ -2737,6 +2753,26 @@ class CudaBackend final : public Backend {
     row_scales_n_ = cap;
   }
 
+  // The cut along k of a tensor-core product (matmul_mma_kernel): enough blocks for two per
+  // multiprocessor, each slice four k-steps or more, the slices' sums within kMmaPartMax floats.
+  int mma_split(int64_t m, int64_t n, int64_t k) const {
+    if (!mma_split_on_) return 1;
+    const int64_t tiles = ((m + kMmaM - 1) / kMmaM) * ((n + kMmaN - 1) / kMmaN), steps = (k + kMmaK - 1) / kMmaK;
+    int64_t split = std::min<int64_t>({(2 * int64_t(sms_) + tiles - 1) / tiles, steps / 4, 16});
+    split = std::min<int64_t>(split, int64_t(kMmaPartMax / size_t(std::max<int64_t>(1, n * m))));
+    return int(std::max<int64_t>(1, split));
+  }
+  // Its scratch (the slices' sums), grown at record time like the row scales.
+  void ensure_mma_part(size_t floats) {
+    if (floats <= mma_part_n_) return;
+    const size_t cap = std::max(floats, 2 * mma_part_n_);
+    CUDA_OK(cudaStreamSynchronize(stream_));
+    drop_graphs();
+    if (mma_part_ != nullptr) CUDA_OK(cudaFree(mma_part_));
+    CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&mma_part_), cap * sizeof(float)));
+    mma_part_n_ = cap;
+  }
+
   uint8_t* scratch(size_t n) {
     if (n > scratch_bytes_) {
       CUDA_OK(cudaStreamSynchronize(stream_));
@@ -2811,7 +2847,7 @@ class CudaBackend final : public Backend {
   // products for one row: one goes to panel_matvec), every weight with its whole panel copy, of one
   // type and width (no rotation, float path).
   bool panel_segs_apply(const Tensor& x, const Products& p) const {
-    if (x.n_rows < 1 || x.n_rows > kPanelRowsMax || p.n < 1 || (x.n_rows == 1 && p.n < 2) || dig_) return false;
+    if (x.n_rows < 1 || x.n_rows > panel_rows_max_ || p.n < 1 || (x.n_rows == 1 && p.n < 2) || dig_) return false;
     for (int32_t i = 0; i < p.n; ++i) {
       const Tensor& w = p.w[i];
       const CudaBuffer* b = static_cast<const CudaBuffer*>(w.buffer);
@@ -2964,6 +3000,22 @@ class CudaBackend final : public Backend {
   uint8_t* scratch_ = nullptr;
   size_t scratch_bytes_ = 0;
   float* row_scales_ = nullptr;  // ensure_row_scales
+  float* mma_part_ = nullptr;    // ensure_mma_part
+  size_t mma_part_n_ = 0;
+  static constexpr size_t kMmaPartMax = size_t(8) << 20;
+  // The cut along k of tensor-core products of few tiles (mma_split; ONEBIT_CUDA_MMA_SPLIT=0 off,
+  // for comparisons).
+  bool mma_split_on_ = [] {
+    const char* e = std::getenv("ONEBIT_CUDA_MMA_SPLIT");
+    return e == nullptr || std::string(e) != "0";
+  }();
+  int sms_ = 1;  // multiprocessors
+  // The most activation rows a product takes on the panels (panel_segs_apply; past it, the tensor
+  // cores): ONEBIT_CUDA_PANEL_ROWS, 8 or kPanelRowsMax (the default).
+  int panel_rows_max_ = [] {
+    const char* e = std::getenv("ONEBIT_CUDA_PANEL_ROWS");
+    return e != nullptr && std::string(e) == "8" ? 8 : kPanelRowsMax;
+  }();
   int32_t* zero_ids_ = nullptr;   // kMultiRows zeros: panel_rows' routing (every row to "expert" 0)
   int64_t row_scales_n_ = 0;
   bool smem_attr_set_[32] = {};

@@ -79,12 +79,17 @@ __global__ void __launch_bounds__(256) mma_row_scale_kernel(const float* __restr
 
 // x_vec: x's rows start 16-byte aligned and k % 16 == 0, so a thread's 16 activations of a k-step
 // are four float4 loads, all inside k or all past it. scale: mma_row_scale_kernel's, per x row.
+// Cut along k (few output tiles: a decode batch of 16 rows makes 16-44 tiles of a small model's
+// matrices for 132 multiprocessors): block z of gridDim.z takes k-steps [steps z / Z, steps (z + 1)
+// / Z) and writes its unscaled sums to part[z][n][m]; mma_split_sum_kernel adds the slices in
+// order. part nullptr (gridDim.z 1): the block writes out.
 template <int T>
 __global__ void __launch_bounds__(kMmaThreads) matmul_mma_kernel(const uint8_t* __restrict__ w, size_t w_stride,
                                                                  const float* __restrict__ x, size_t x_stride,
                                                                  float* __restrict__ out, size_t o_stride, int64_t m,
                                                                  int64_t n, int64_t k, bool x_vec,
-                                                                 const float* __restrict__ scale) {
+                                                                 const float* __restrict__ scale,
+                                                                 float* __restrict__ part) {
   __shared__ __align__(16) __half ws[kMmaM * kMmaLd];  // [128 weight rows][k-step]
   __shared__ __align__(16) __half xs[kMmaN * kMmaLd];  // [64 activation rows][k-step]
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
@@ -120,8 +125,11 @@ __global__ void __launch_bounds__(kMmaThreads) matmul_mma_kernel(const uint8_t* 
     }
   };
   float acc[2][4][4] = {};
-  load_step(0);
-  for (int64_t k0 = 0; k0 < k; k0 += kMmaK) {
+  const int64_t steps = (k + kMmaK - 1) / kMmaK;
+  const int64_t kb = kMmaK * (steps * blockIdx.z / gridDim.z), kz = kMmaK * (steps * (blockIdx.z + 1) / gridDim.z);
+  const int64_t ke = kz < k ? kz : k;
+  if (kb < ke) load_step(kb);
+  for (int64_t k0 = kb; k0 < ke; k0 += kMmaK) {
     {
       float v[32];
       if (w_in) {
@@ -140,7 +148,7 @@ __global__ void __launch_bounds__(kMmaThreads) matmul_mma_kernel(const uint8_t* 
       store_half8(xd + 8, xv + 8);
     }
     __syncthreads();
-    if (k0 + kMmaK < k) load_step(k0 + kMmaK);  // in flight while this step multiplies
+    if (k0 + kMmaK < ke) load_step(k0 + kMmaK);  // in flight while this step multiplies
 #pragma unroll
     for (int kk = 0; kk < kMmaK; kk += 16) {
       uint32_t a[2][4];
@@ -175,8 +183,25 @@ __global__ void __launch_bounds__(kMmaThreads) matmul_mma_kernel(const uint8_t* 
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int64_t mm = m0 + 32 * wm + 16 * i + g + 8 * h, nn = n0 + 32 * wn + 8 * j + 2 * t + e;
-          if (mm < m && nn < n) out[size_t(nn) * o_stride + size_t(mm)] = acc[i][j][2 * h + e] * scale[nn];
+          if (mm >= m || nn >= n) continue;
+          if (part != nullptr) {
+            part[(size_t(blockIdx.z) * size_t(n) + size_t(nn)) * size_t(m) + size_t(mm)] = acc[i][j][2 * h + e];
+          } else {
+            out[size_t(nn) * o_stride + size_t(mm)] = acc[i][j][2 * h + e] * scale[nn];
+          }
         }
+}
+
+// out[nn, mm] = scale[nn] * (the sum over the z slices of part[z][nn][mm], in order).
+__global__ void __launch_bounds__(256) mma_split_sum_kernel(const float* __restrict__ part, int slices, int64_t n,
+                                                            int64_t m, const float* __restrict__ scale,
+                                                            float* __restrict__ out, size_t o_stride) {
+  const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= n * m) return;
+  const int64_t nn = idx / m, mm = idx % m;
+  float s = 0.f;
+  for (int z = 0; z < slices; ++z) s += part[size_t(z) * size_t(n * m) + size_t(idx)];
+  out[size_t(nn) * o_stride + size_t(mm)] = s * scale[nn];
 }
 
 // Whether a weight of type `type` takes the tensor-core path for n activation rows.
