@@ -16,7 +16,9 @@
 # ONEBIT_CUDA_DP4A=1 ("dp4a": the panels' integer path for Q4_0 / Q8_0 / Q4_K) and with
 # ONEBIT_CUDA_GRAPHS=0 ONEBIT_CUDA_PANELS=0 (also the row kernels: the backend before issue 17's
 # decode work), and "nomma" prompt rows (pp512, tg16) with ONEBIT_CUDA_MMA=0 (float tiles instead
-# of tensor cores), measured in the same run. Last, the concurrency rows of each model's Q4_0 file
+# of tensor cores), "nopdl" with ONEBIT_CUDA_PDL=0 (no panel product launched before the kernel
+# before it ends) and "nopipe" with ONEBIT_CUDA_PIPE=0 (the decode loop of one register buffer),
+# measured in the same run. Last, the concurrency rows of each model's Q4_0 file
 # (ONEBIT_BENCH_CONCURRENCY, default 1,4,16,64,256; "" skips them).
 set -euo pipefail
 build=${1:?usage: bench/gpu_bench.sh BUILD_DIR [WORK_DIR] [REPS]}
@@ -68,6 +70,8 @@ for m in $models; do
         nographs) env=(ONEBIT_CUDA_GRAPHS=0) ;;
         dp4a) [ "$t" = F16 ] && continue; env=(ONEBIT_CUDA_DP4A=1) ;;
         baseline) env=(ONEBIT_CUDA_GRAPHS=0 ONEBIT_CUDA_PANELS=0) ;;
+        nopdl) env=(ONEBIT_CUDA_PDL=0) ;;
+        nopipe) env=(ONEBIT_CUDA_PIPE=0) ;;
         nomma) env=(ONEBIT_CUDA_MMA=0) ;;
         *) echo "unknown comparison $v" >&2; exit 2 ;;
       esac
