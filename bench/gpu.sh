@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The CUDA backend on a GPU machine: configures a fresh Release build with -DONEBIT_CUDA=ON, builds
-# the backend and model test binaries and 1bit on every core, runs the backend op harness (CPU
-# and CUDA against the reference) and the CUDA model tests, and prints a summary. Logs go to $OUT
-# when it is set (else to the build dir).
+# the backend, model and engine test binaries and 1bit on every core, runs the backend op harness
+# (CPU and CUDA against the reference), the CUDA model tests and the engine tests that run on CUDA
+# (drafters and hybrids: ENGINE_FILTER below), and prints a summary. Logs go to $OUT when it is
+# set (else to the build dir). Sources .cudahelper/env.sh when present (scripts/gpu_carry.sh: the
+# carried dependencies and test data).
 #   bench/gpu.sh [--bench] [BUILD_DIR]      (default build-gpu)
 # --bench also builds e2e_bench and cuda_matvec_bench, makes the benchmark models while the tests
 # and cuda_matvec_bench run, then prints the decode matrix-vector table, the prompt-sized product
@@ -14,6 +16,9 @@
 # (default .cudahelper/testdata/stories260K.gguf when present).
 set -uo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck disable=SC1091
+[ -f .cudahelper/env.sh ] && source .cudahelper/env.sh
+ENGINE_FILTER='*Hybrids*:*HeadDrafters*:*EngineFake*:*DraftGovernor*'
 BENCH=0
 if [ "${1:-}" = --bench ]; then BENCH=1; shift; fi
 BUILD=${1:-build-gpu}
@@ -33,7 +38,7 @@ t0=$(date +%s)
 rm -rf "$BUILD"
 cmake -S . -B "$BUILD" -G Ninja -DONEBIT_CUDA=ON -DCMAKE_BUILD_TYPE=Release >"$LOGS/configure.log" 2>&1 \
   || { tail -40 "$LOGS/configure.log"; echo "SUMMARY: configure FAILED"; exit 1; }
-targets="backend_tests model_tests"
+targets="backend_tests model_tests engine_tests"
 [ $BENCH = 1 ] && targets="$targets onebit_cli e2e_bench cuda_matvec_bench"
 cmake --build "$BUILD" -j"$JOBS" --target $targets >"$LOGS/build.log" 2>&1
 build_rc=$?
@@ -53,6 +58,8 @@ fi
 ops_rc=$?
 "$BUILD/model_tests" --gtest_filter='CudaModel.*' >"$LOGS/cuda_model.log" 2>&1
 model_rc=$?
+"$BUILD/engine_tests" --gtest_filter="$ENGINE_FILTER" >"$LOGS/engine.log" 2>&1
+engine_rc=$?
 t2=$(date +%s)
 cmake --build "$BUILD" -j"$JOBS" --target onebit_cli >>"$LOGS/build.log" 2>&1 && cli=built || cli="FAILED (see build.log)"
 
@@ -62,13 +69,14 @@ grep '^\[op-error\]' "$LOGS/backend_ops.log" | awk '{
   if (!(key in worst) || ma+0 > worst[key]+0) worst[key]=ma; if (!(key in wn) || nm+0 > wn[key]+0) wn[key]=nm
 } END { for (k in worst) printf "  %-28s max_abs=%-10s nmse=%s\n", k, worst[k], wn[k] }' | sort
 echo "=== failures ==="
-grep -E '^\[  FAILED  \]|Failure|CHECK failed' "$LOGS/backend_ops.log" "$LOGS/cuda_model.log" | head -40
+grep -E '^\[  FAILED  \]|Failure|CHECK failed' "$LOGS/backend_ops.log" "$LOGS/cuda_model.log" "$LOGS/engine.log" | head -40
 echo "=== model ==="
 grep -E '^\[cuda-model\]|SKIPPED|skip' "$LOGS/cuda_model.log" | head -20
 echo "=== summary ==="
 echo "build of the tests: $((t1 - t0)) s; tests: $((t2 - t1)) s; 1bit: $cli"
 echo "backend_ops: $(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$LOGS/backend_ops.log" | tr '\n' ' ') rc=$ops_rc"
 echo "cuda_model:  $(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$LOGS/cuda_model.log" | tr '\n' ' ') rc=$model_rc"
+echo "engine:      $(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$LOGS/engine.log" | tr '\n' ' ') rc=$engine_rc"
 if [ $BENCH = 1 ]; then
   echo "=== decode matrix-vector (cuda_matvec_bench) ==="
   "$BUILD/bin/cuda_matvec_bench" --reps 10 | tee "$LOGS/matvec.md"
@@ -79,4 +87,4 @@ if [ $BENCH = 1 ]; then
   bash bench/gpu_bench.sh "$BUILD" "${ONEBIT_BENCH_WORK:-/tmp/onebit-gpu-bench}" "${ONEBIT_BENCH_REPS:-3}" \
     | tee "$LOGS/bench.md"
 fi
-[ $ops_rc -eq 0 ] && [ $model_rc -eq 0 ]
+[ $ops_rc -eq 0 ] && [ $model_rc -eq 0 ] && [ $engine_rc -eq 0 ]
