@@ -1986,9 +1986,9 @@ class CudaBackend final : public Backend {
   void matmul(const Tensor& w, const Tensor& x, const Tensor& out) override {
     if (w.in_rotation > 0) return matmul(unrotated(w), rotated(x, w.in_rotation), out);
     if (mma_ && mma_matmul_applies(int(w.type), x.n_rows)) {  // not while capturing
-      ensure_row_scales(x.n_rows);
+      grow_floats(row_scales_, row_scales_n_, size_t(x.n_rows));
       const int split = mma_split(w.n_rows, x.n_rows, w.n_cols);
-      if (split > 1) ensure_mma_part(size_t(split) * size_t(x.n_rows * w.n_rows));
+      if (split > 1) grow_floats(mma_part_, mma_part_n_, size_t(split) * size_t(x.n_rows * w.n_rows));
     }
     op(kOpMatmul, [=, this] { matmul_now(w, x, out); }, w, x, out);
   }
@@ -2182,7 +2182,7 @@ class CudaBackend final : public Backend {
     if (mma_ && mma_matmul_applies(int(w.type), n)) {
       const dim3 grid(blocks_for(m, kMmaM), blocks_for(n, kMmaN));
       const bool x_vec = reinterpret_cast<uintptr_t>(xp) % 16 == 0 && fstride(x) % 4 == 0 && k % 16 == 0;
-      ONEBIT_CHECK(row_scales_ != nullptr && n <= row_scales_n_);
+      ONEBIT_CHECK(row_scales_ != nullptr && size_t(n) <= row_scales_n_);
       mma_row_scale_kernel<<<unsigned(n), 256, 0, stream_>>>(xp, fstride(x), k, row_scales_);
       const int split = mma_split(m, n, k);
       ONEBIT_CHECK(split == 1 || (mma_part_ != nullptr && size_t(split) * size_t(n * m) <= mma_part_n_));
@@ -2741,16 +2741,16 @@ class CudaBackend final : public Backend {
     return buffers_.back().get();
   }
 
-  // The tensor-core path's per-row activation scales (mma_matmul.cuh): grown at record time, when
-  // no graph is being captured; the graphs captured with the old buffer are dropped with it.
-  void ensure_row_scales(int64_t n) {
-    if (n <= row_scales_n_) return;
-    const int64_t cap = std::max<int64_t>(n, 2 * row_scales_n_);
+  // A device array of floats (buf, cap of them) grown to n or more, at least doubling: at record
+  // time, when no graph is being captured; the graphs captured with the old array are dropped.
+  void grow_floats(float*& buf, size_t& cap, size_t n) {
+    if (n <= cap) return;
+    const size_t want = std::max(n, 2 * cap);
     CUDA_OK(cudaStreamSynchronize(stream_));
     drop_graphs();
-    if (row_scales_ != nullptr) CUDA_OK(cudaFree(row_scales_));
-    CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&row_scales_), size_t(cap) * sizeof(float)));
-    row_scales_n_ = cap;
+    if (buf != nullptr) CUDA_OK(cudaFree(buf));
+    CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&buf), want * sizeof(float)));
+    cap = want;
   }
 
   // The cut along k of a tensor-core product (matmul_mma_kernel): enough blocks for two per
@@ -2761,16 +2761,6 @@ class CudaBackend final : public Backend {
     int64_t split = std::min<int64_t>({(2 * int64_t(sms_) + tiles - 1) / tiles, steps / 4, 16});
     split = std::min<int64_t>(split, int64_t(kMmaPartMax / size_t(std::max<int64_t>(1, n * m))));
     return int(std::max<int64_t>(1, split));
-  }
-  // Its scratch (the slices' sums), grown at record time like the row scales.
-  void ensure_mma_part(size_t floats) {
-    if (floats <= mma_part_n_) return;
-    const size_t cap = std::max(floats, 2 * mma_part_n_);
-    CUDA_OK(cudaStreamSynchronize(stream_));
-    drop_graphs();
-    if (mma_part_ != nullptr) CUDA_OK(cudaFree(mma_part_));
-    CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&mma_part_), cap * sizeof(float)));
-    mma_part_n_ = cap;
   }
 
   uint8_t* scratch(size_t n) {
@@ -2999,8 +2989,10 @@ class CudaBackend final : public Backend {
   std::vector<std::unique_ptr<CudaBuffer>> buffers_;
   uint8_t* scratch_ = nullptr;
   size_t scratch_bytes_ = 0;
-  float* row_scales_ = nullptr;  // ensure_row_scales
-  float* mma_part_ = nullptr;    // ensure_mma_part
+  // The tensor-core path's per-row activation scales and its slices' sums when cut along k
+  // (mma_matmul.cuh; grow_floats).
+  float* row_scales_ = nullptr;
+  float* mma_part_ = nullptr;
   size_t mma_part_n_ = 0;
   static constexpr size_t kMmaPartMax = size_t(8) << 20;
   // The cut along k of tensor-core products of few tiles (mma_split; ONEBIT_CUDA_MMA_SPLIT=0 off,
@@ -3018,7 +3010,7 @@ class CudaBackend final : public Backend {
     return e != nullptr && std::string(e) == "16" ? kPanelRowsMax : 8;
   }();
   int32_t* zero_ids_ = nullptr;   // kMultiRows zeros: panel_rows' routing (every row to "expert" 0)
-  int64_t row_scales_n_ = 0;
+  size_t row_scales_n_ = 0;
   bool smem_attr_set_[32] = {};
 };
 
