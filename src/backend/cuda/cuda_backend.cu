@@ -1985,7 +1985,7 @@ class CudaBackend final : public Backend {
   bool rotates_inputs() const override { return true; }
   void matmul(const Tensor& w, const Tensor& x, const Tensor& out) override {
     if (w.in_rotation > 0) return matmul(unrotated(w), rotated(x, w.in_rotation), out);
-    if (mma_ && mma_matmul_applies(int(w.type), x.n_rows)) {  // not while capturing
+    if (mma_ && mma_matmul_applies(int(w.type), x.n_rows, mma_rows_min_)) {  // not while capturing
       grow_floats(row_scales_, row_scales_n_, size_t(x.n_rows));
       const int split = mma_split(w.n_rows, x.n_rows, w.n_cols);
       if (split > 1) grow_floats(mma_part_, mma_part_n_, size_t(split) * size_t(x.n_rows * w.n_rows));
@@ -2163,8 +2163,9 @@ class CudaBackend final : public Backend {
       return;
     }
     if (Products one; n > 1 && (one.add(w, out), panel_segs_apply(x, one))) return panel_segs_now(x, one);
-    if (n <= kMultiRows && panel_rows(w, x, out)) return;
-    if (n <= kMultiRows && size_t(n * k) * sizeof(float) <= kMatvecSmemLimit) {
+    const bool mma_rows = mma_ && mma_matmul_applies(int(w.type), n, mma_rows_min_);
+    if (n <= kMultiRows && !mma_rows && panel_rows(w, x, out)) return;
+    if (n <= kMultiRows && !mma_rows && size_t(n * k) * sizeof(float) <= kMatvecSmemLimit) {
       const size_t shm = size_t(n * k) * sizeof(float);
       const unsigned grid = blocks_for(m, kMatvecRowsPerBlock);
       ONEBIT_CUDA_TYPE_SWITCH(w.type, {
@@ -2179,7 +2180,7 @@ class CudaBackend final : public Backend {
       CUDA_LAUNCHED();
       return;
     }
-    if (mma_ && mma_matmul_applies(int(w.type), n)) {
+    if (mma_rows) {
       const dim3 grid(blocks_for(m, kMmaM), blocks_for(n, kMmaN));
       const bool x_vec = reinterpret_cast<uintptr_t>(xp) % 16 == 0 && fstride(x) % 4 == 0 && k % 16 == 0;
       ONEBIT_CHECK(row_scales_ != nullptr && size_t(n) <= row_scales_n_);
@@ -3004,11 +3005,14 @@ class CudaBackend final : public Backend {
   int sms_ = 1;  // multiprocessors
   // The most activation rows a product takes on the panels (panel_segs_apply; past it, the tensor
   // cores): 8 (measured on an H100, TinyLlama Q4_0: a step of 9-16 tokens 9.2-9.6 ms on the 16-row
-  // panels, 4.3-4.4 on the tensor cores cut along k), ONEBIT_CUDA_PANEL_ROWS=16 for comparisons.
+  // panels, 4.3-4.4 on the tensor cores cut along k); ONEBIT_CUDA_PANEL_ROWS=N (1..16) for
+  // comparisons (16: the old rule). mma_rows_min_: the fewest rows on the tensor cores.
   int panel_rows_max_ = [] {
     const char* e = std::getenv("ONEBIT_CUDA_PANEL_ROWS");
-    return e != nullptr && std::string(e) == "16" ? kPanelRowsMax : 8;
+    const int n = e != nullptr ? std::atoi(e) : 0;
+    return n >= 1 && n <= kPanelRowsMax ? n : 8;
   }();
+  int64_t mma_rows_min_ = std::max(2, std::min(panel_rows_max_, kMultiRows) + 1);
   int32_t* zero_ids_ = nullptr;   // kMultiRows zeros: panel_rows' routing (every row to "expert" 0)
   size_t row_scales_n_ = 0;
   bool smem_attr_set_[32] = {};

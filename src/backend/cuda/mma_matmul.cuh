@@ -205,6 +205,9 @@ __global__ void __launch_bounds__(256) mma_split_sum_kernel(const float* __restr
 }
 
 // Whether a weight of type `type` takes the tensor-core path for n activation rows.
-inline bool mma_matmul_applies(int type, int64_t n) { return n > 8 && type != kF32 && type != kBF16; }
+// min_rows: the fewest activation rows the backend sends to the tensor cores (9 by default).
+inline bool mma_matmul_applies(int type, int64_t n, int64_t min_rows) {
+  return n >= min_rows && type != kF32 && type != kBF16;
+}
 
 }  // namespace onebit::cuda_detail
