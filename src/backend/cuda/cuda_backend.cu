@@ -4,12 +4,13 @@
 // Matrix-vector (n == 1): on the weight's panel copy (F16 / Q4_0 / Q8_0 / Q4_K / Q6_K, made at
 // upload; panel_matvec_kernel below), else 8 warps per block, each warp a weight row at a time
 // (lane l takes element 32c + l of every 32-element chunk c), the activation row in shared
-// memory. Ops are recorded and run at synchronize(), a repeated step from a CUDA graph (the
-// backend's "deferred steps" section). 2 <= n <= 8
-// (decode batches, speculative verification): the same, each weight element used for every
-// activation row. n > 8: tensor cores (mma_matmul.cuh: fp16 tiles, fp32 sums) for every weight
-// type but F32 / BF16, which take 64 x 64 float tiles (32-wide k steps dequantized into shared
-// memory, 4 x 4 outputs per thread).
+// memory. One-row Q4_0 / Q8_0 products multiply on integers (dp4a) against activations held to
+// 15 bits per block of 32 (stage_panel_x15). Ops are recorded and run at synchronize(), a
+// repeated step from a CUDA graph (the backend's "deferred steps" section). 2 <= n <= 4 (decode
+// batches, speculative verification; panel_rows_max_): the same, each weight element used for
+// every activation row. More rows: tensor cores (mma_matmul.cuh: fp16 tiles, fp32 sums) for
+// every weight type but F32 / BF16, which take 64 x 64 float tiles (32-wide k steps dequantized
+// into shared memory, 4 x 4 outputs per thread).
 // Attention: one block of 8 warps per (query row, head), each warp an online softmax over every
 // 8th key, merged at the end. RoPE angles in double in the kernel, as RopeAngles computes them.
 // Mixture of experts: the router a warp per token (float softmax, top-k by repeated argmax);
@@ -666,6 +667,9 @@ __device__ __forceinline__ int panel_tail_src() {
 }
 
 constexpr int kPanelWarps = 8, kPanelThreads = kPanelWarps * 32;
+// One-row panel products of at most one block per multiprocessor run 16 warps a block (twice the
+// loads in flight: ffn_down of the 8B shape has 128 blocks, 8 warps an SM with 8 a block).
+constexpr int kPanelWarpsWide = 16, kPanelThreadsMax = kPanelWarpsWide * 32;
 
 // One thread per (row, unit, piece): copies the piece's bytes from the GGUF rows into the panel
 // (zeroed beforehand: pad rows and, for F16, the columns past k stay zero).
@@ -892,6 +896,77 @@ __device__ __forceinline__ void load_panel_units(const uint8_t* __restrict__ bas
   }
 }
 
+// ---- Q4_0 / Q8_0 decode on integer dot products, activations held to 15 bits ----
+// Each 32-element block of x (the block of its weights) becomes X = round(x * 2^(13 - E)), E the
+// exponent of the block's largest |x| (so |X| < 2^14, clamped to 16383), kept as two bytes per
+// element: hi = X >> 7 (signed) and lo = X & 127, with d = 2^(E - 13) and, for Q4_0, -8 * sum(X)
+// (the weights' offset of 8). A unit's integer dot (exact in int32, and for Q4_0 exact as a float)
+// is 128 * dp4a(w, hi) + dp4a(w, lo): two dp4a per 4 weights against ~3 float ops per weight on
+// the float path. x's error is at most 2^-14 of its block's max (nmse ~1e-9 on random data; the
+// float path ~1e-13, the tensor cores ~1e-7).
+struct X15 {
+  const int8_t* hi;  // n_units * 32
+  const int8_t* lo;
+  const float2* d;   // per unit: (d, -8 * sum(X) as int bits)
+};
+__device__ __forceinline__ X15 x15_layout(float* xs, int64_t n_units) {
+  int8_t* b = reinterpret_cast<int8_t*>(xs);
+  return {b, b + n_units * 32, reinterpret_cast<const float2*>(b + n_units * 64)};
+}
+// The warp's units [u0, u1) of x (k a multiple of 32: whole blocks of Q4_0 / Q8_0 rows).
+__device__ __forceinline__ void stage_panel_x15(const float* __restrict__ x, int64_t u0, int64_t u1, float* xs,
+                                                int64_t n_units) {
+  const int lane = threadIdx.x % 32;
+  int8_t* hi = reinterpret_cast<int8_t*>(xs);
+  int8_t* lo = hi + n_units * 32;
+  float2* d = reinterpret_cast<float2*>(hi + n_units * 64);
+  for (int64_t u = u0; u < u1; ++u) {
+    const int64_t e = u * 32 + lane;
+    const float v = x[e];
+    const uint32_t m = __reduce_max_sync(0xffffffffu, __float_as_uint(v) & 0x7FFFFFFFu);
+    const uint32_t me = max(m & 0x7F800000u, 20u << 23);  // E + 127, at least 20
+    const int X = min(max(__float2int_rn(v * __uint_as_float((267u << 23) - me)), -16383), 16383);
+    hi[e] = int8_t(X >> 7);
+    lo[e] = int8_t(X & 127);
+    const int sum = __reduce_add_sync(0xffffffffu, X);
+    if (lane == 0) d[u] = make_float2(__uint_as_float(me - (13u << 23)), __int_as_float(-8 * sum));
+  }
+}
+template <int T>
+__device__ __forceinline__ float panel_unit_dot15(const uint4 (&q)[PanelFmt<T>::CH], uint32_t tail, const X15& x,
+                                                  int64_t u) {
+  const int4* h = reinterpret_cast<const int4*>(x.hi + u * 32);
+  const int4* l = reinterpret_cast<const int4*>(x.lo + u * 32);
+  const float2 xd = x.d[u];
+  const int4 h0 = h[0], h1 = h[1], l0 = l[0], l1 = l[1];
+  const int hw[8] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};
+  const int lw[8] = {l0.x, l0.y, l0.z, l0.w, l1.x, l1.y, l1.z, l1.w};
+  int acc = 0;
+  if constexpr (T == kQ4_0) {
+    // byte j: low nibble element j, high nibble element 16 + j (weights 0..15, offset 8 in xd.y)
+    int wl[4], wh[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const uint32_t v = word_of(q[0], i);
+      wl[i] = int(v & 0x0F0F0F0Fu);
+      wh[i] = int((v >> 4) & 0x0F0F0F0Fu);
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) acc = __dp4a(wh[i], hw[4 + i], __dp4a(wl[i], hw[i], acc));
+    acc = acc * 128 + __float_as_int(xd.y);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) acc = __dp4a(wh[i], lw[4 + i], __dp4a(wl[i], lw[i], acc));
+  } else {
+    static_assert(T == kQ8_0, "x15: Q4_0 and Q8_0");
+#pragma unroll
+    for (int i = 0; i < 8; ++i) acc = __dp4a(int(word_of(q[i / 4], i % 4)), hw[i], acc);
+    acc *= 128;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) acc = __dp4a(int(word_of(q[i / 4], i % 4)), lw[i], acc);
+  }
+  return h2f_bits(tail) * xd.x * float(acc);
+}
+
 // out[r] = sum_k w[r, k] x[k] on panels: block g = rows 32g..32g+31, warp w the units
 // [n_units * w / 8, n_units * (w + 1) / 8). Shared memory: x (n_units * E floats, zero past k),
 // for Q4_K the sums of each 32 elements of x, then the warps' partial sums. This is the body for
@@ -899,11 +974,11 @@ __device__ __forceinline__ void load_panel_units(const uint8_t* __restrict__ bas
 // The dot products of a warp's units [u0, u1) for its lanes' rows, P units at a time from two
 // buffers: the next P units' loads are issued before these P are multiplied, so the weight stream
 // does not stop while the warp computes. qa holds units u0 .. u0 + P - 1, loaded by the caller.
-template <int T>
+// dot(q, tail, u): unit u's dot product for this lane's row.
+template <int T, class Dot>
 __device__ __forceinline__ float panel_dots_pipelined(const uint8_t* __restrict__ base, int64_t u0, int64_t u1,
-                                                      const float* xs, const float* xsum,
                                                       uint4 (&qa)[PanelFmt<T>::P][PanelFmt<T>::CH],
-                                                      uint32_t (&ta)[PanelFmt<T>::P]) {
+                                                      uint32_t (&ta)[PanelFmt<T>::P], Dot dot) {
   using F = PanelFmt<T>;
   constexpr int P = F::P;
   uint4 qb[P][F::CH];
@@ -912,7 +987,7 @@ __device__ __forceinline__ float panel_dots_pipelined(const uint8_t* __restrict_
   auto dots = [&](const uint4 (&q)[P][F::CH], const uint32_t (&t)[P], int64_t u) {
 #pragma unroll
     for (int i = 0; i < P; ++i) {
-      if (u + i < u1) acc += panel_unit_dot<T>(q[i], t[i], xs + (u + i) * F::E, xsum + (u + i) * 8);
+      if (u + i < u1) acc += dot(q[i], t[i], u + i);
     }
   };
   for (int64_t u = u0; u < u1; u += 2 * P) {
@@ -928,24 +1003,40 @@ __device__ __forceinline__ float panel_dots_pipelined(const uint8_t* __restrict_
 template <int T>
 __device__ __forceinline__ void panel_matvec_group(const uint8_t* __restrict__ group, const float* __restrict__ x,
                                                    float* __restrict__ out, int64_t rows, int64_t k,
-                                                   int64_t n_units, bool pipe = false) {
+                                                   int64_t n_units, bool pipe = false, bool x15 = false) {
   using F = PanelFmt<T>;
   extern __shared__ float4 panel_smem[];
   float* xs = reinterpret_cast<float*>(panel_smem);
   float* xsum = xs + n_units * F::E;                         // Q4_K: n_units * 8 floats
-  float* red = xsum + (T == kQ4_K ? n_units * 8 : 0);        // kPanelWarps * 32 floats
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t u0 = n_units * warp / kPanelWarps, u1 = n_units * (warp + 1) / kPanelWarps;
+  float* red = xsum + (T == kQ4_K ? n_units * 8 : 0);        // nw * 32 floats
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, nw = int(blockDim.x / 32);
+  const int64_t u0 = n_units * warp / nw, u1 = n_units * (warp + 1) / nw;
   const uint8_t* base = group + 16 * lane;
   float acc = 0.f;
-  if (F::P > 1 && pipe) {  // the K-quants keep one buffer (two of a super-block's pieces cost occupancy)
+  constexpr bool kX15 = T == kQ4_0 || T == kQ8_0;
+  if (kX15 && x15) {  // integer dots (and the pipelined loop)
+    if constexpr (kX15) {
+      uint4 q[F::P][F::CH];
+      uint32_t tail[F::P];
+      if (u0 < u1) load_panel_units<T, F::P>(base, u0, u1, q, tail);
+      pdl_wait();
+      stage_panel_x15(x, u0, u1, xs, n_units);
+      __syncwarp();
+      const X15 xq = x15_layout(xs, n_units);
+      acc = panel_dots_pipelined<T>(base, u0, u1, q, tail, [&](const uint4 (&qu)[F::CH], uint32_t t, int64_t u) {
+        return panel_unit_dot15<T>(qu, t, xq, u);
+      });
+    }
+  } else if (F::P > 1 && pipe) {  // the K-quants keep one buffer (two of a super-block's pieces cost occupancy)
     uint4 q[F::P][F::CH];
     uint32_t tail[F::P];
     if (u0 < u1) load_panel_units<T, F::P>(base, u0, u1, q, tail);  // in flight while x is staged
     pdl_wait();                                                       // x is the kernel before's output
     stage_panel_x<T>(x, k, u0, u1, xs, xsum);
     __syncwarp();
-    acc = panel_dots_pipelined<T>(base, u0, u1, xs, xsum, q, tail);
+    acc = panel_dots_pipelined<T>(base, u0, u1, q, tail, [&](const uint4 (&qu)[F::CH], uint32_t t, int64_t u) {
+      return panel_unit_dot<T>(qu, t, xs + u * F::E, xsum + u * 8);
+    });
   } else {
     uint4 q[F::U][F::CH];
     uint32_t tail[F::U];
@@ -966,20 +1057,20 @@ __device__ __forceinline__ void panel_matvec_group(const uint8_t* __restrict__ g
   if (warp == 0) {
     float s = 0.f;
 #pragma unroll
-    for (int w = 0; w < kPanelWarps; ++w) s += red[w * 32 + lane];
+    for (int w = 0; w < nw; ++w) s += red[w * 32 + lane];
     if (lane < rows) out[lane] = s;
   }
 }
 
 template <int T>
-__global__ void __launch_bounds__(kPanelThreads) panel_matvec_kernel(const uint8_t* __restrict__ panel,
+__global__ void __launch_bounds__(kPanelThreadsMax) panel_matvec_kernel(const uint8_t* __restrict__ panel,
                                                                      const float* __restrict__ x,
                                                                      float* __restrict__ out, int64_t m, int64_t k,
-                                                                     int64_t n_units, bool pipe) {
+                                                                     int64_t n_units, bool pipe, bool x15) {
   pdl_trigger();
   const int64_t r0 = int64_t(blockIdx.x) * 32;
   panel_matvec_group<T>(panel + size_t(blockIdx.x) * size_t(n_units) * panel_unit_bytes<T>(), x, out + r0, m - r0, k,
-                        n_units, pipe);
+                        n_units, pipe, x15);
 }
 
 // Up to Products::kMax matrices of one type and width, multiplied by the same x in one launch:
@@ -994,14 +1085,15 @@ struct PanelSegs {
 };
 
 template <int T>
-__global__ void __launch_bounds__(kPanelThreads) panel_matvec_segs_kernel(PanelSegs s, const float* __restrict__ x,
-                                                                          int64_t k, int64_t n_units, bool pipe) {
+__global__ void __launch_bounds__(kPanelThreadsMax) panel_matvec_segs_kernel(PanelSegs s, const float* __restrict__ x,
+                                                                          int64_t k, int64_t n_units, bool pipe,
+                                                                          bool x15) {
   pdl_trigger();
   int seg = 0;
   while (seg + 1 < s.n && blockIdx.x >= s.first[seg + 1]) ++seg;
   const int64_t g = int64_t(blockIdx.x) - s.first[seg];
   panel_matvec_group<T>(s.panel[seg] + size_t(g) * size_t(n_units) * panel_unit_bytes<T>(), x, s.out[seg] + g * 32,
-                        s.m[seg] - g * 32, k, n_units, pipe);
+                        s.m[seg] - g * 32, k, n_units, pipe, x15);
 }
 
 // stage_panel_x for NB rows: rows j < nb of x (row j at x + j * x_stride into xs + j * xlen, its
@@ -1106,7 +1198,7 @@ size_t panel_rows_smem_bytes(int64_t n_units, int NB) {
 
 template <int T>
 size_t panel_smem_bytes(int64_t n_units) {
-  return (size_t(n_units) * PanelFmt<T>::E + (T == kQ4_K ? size_t(n_units) * 8 : 0) + kPanelThreads) * sizeof(float);
+  return (size_t(n_units) * PanelFmt<T>::E + (T == kQ4_K ? size_t(n_units) * 8 : 0) + kPanelThreadsMax) * sizeof(float);
 }
 
 // ---- the same on integer dot products, for 4- and 8-bit weights (off by default) ----
@@ -2822,16 +2914,22 @@ class CudaBackend final : public Backend {
         CUDA_LAUNCHED();
         break;
       }
-      launch_panel(&panel_matvec_kernel<T>, blocks_for(w.n_rows, 32), shm, b->panel, x, out, w.n_rows,
-                   w.n_cols, n_units, pipe_);
+      const unsigned blocks = blocks_for(w.n_rows, 32);
+      launch_panel(&panel_matvec_kernel<T>, blocks, shm, panel_threads(blocks), b->panel, x, out, w.n_rows,
+                   w.n_cols, n_units, pipe_, x15_);
     });
     return true;
   }
 
-  // A panel product's launch (kPanelThreads per block).
+  // A panel product's launch (`threads` per block).
   template <class... P, class... A>
-  void launch_panel(void (*kernel)(P...), unsigned blocks, size_t smem, A&&... args) {
-    launch_overlapping(pdl_ >= 1, kernel, dim3(blocks), dim3(kPanelThreads), smem, std::forward<A>(args)...);
+  void launch_panel(void (*kernel)(P...), unsigned blocks, size_t smem, int threads, A&&... args) {
+    launch_overlapping(pdl_ >= 1, kernel, dim3(blocks), dim3(unsigned(threads)), smem, std::forward<A>(args)...);
+  }
+  // Threads per block of a one-row panel product of `blocks` blocks: 16 warps where every block
+  // has a multiprocessor to itself (more loads in flight), else 8 (three blocks an SM by registers).
+  int panel_threads(unsigned blocks) const {
+    return panel_wide_ && blocks <= unsigned(sms_) ? kPanelThreadsMax : kPanelThreads;
   }
 
   // Whether matmuls(x, p) runs as one panel launch: 1 to kPanelRowsMax rows of x (two or more
@@ -2873,12 +2971,12 @@ class CudaBackend final : public Backend {
     ONEBIT_CUDA_PANEL_SWITCH(p.w[0].type, {
       const int64_t n_units = (k + PanelFmt<T>::E - 1) / PanelFmt<T>::E;
       if (nb == 1) {
-        launch_panel(&panel_matvec_segs_kernel<T>, blocks, panel_smem_bytes<T>(n_units), sg, fptr(x), k,
-                     n_units, pipe_);
+        launch_panel(&panel_matvec_segs_kernel<T>, blocks, panel_smem_bytes<T>(n_units), panel_threads(blocks),
+                     sg, fptr(x), k, n_units, pipe_, x15_);
       } else {
         auto launch = [&]<int NB>() {
-          launch_panel(&panel_rows_segs_kernel<T, NB>, blocks, panel_rows_smem_bytes<T>(n_units, NB), sg,
-                       fptr(x), fstride(x), nb, k, n_units);
+          launch_panel(&panel_rows_segs_kernel<T, NB>, blocks, panel_rows_smem_bytes<T>(n_units, NB),
+                       kPanelThreads, sg, fptr(x), fstride(x), nb, k, n_units);
         };
         switch (panel_rows_nb(nb)) {
           case 2: launch.template operator()<2>(); break;
@@ -2976,6 +3074,12 @@ class CudaBackend final : public Backend {
   }();
   // The decode products' pipelined loop (panel_dots_pipelined; ONEBIT_CUDA_PIPE=0: the loop of
   // U units loaded, then multiplied).
+  // One-row Q4_0 / Q8_0 products on integer dots with activations to 15 bits (stage_panel_x15);
+  // ONEBIT_CUDA_X15=0: the float path.
+  bool x15_ = [] {
+    const char* e = std::getenv("ONEBIT_CUDA_X15");
+    return e == nullptr || std::string(e) != "0";
+  }();
   bool pipe_ = [] {
     const char* e = std::getenv("ONEBIT_CUDA_PIPE");
     return e == nullptr || std::string(e) != "0";
@@ -3003,14 +3107,20 @@ class CudaBackend final : public Backend {
     return e == nullptr || std::string(e) != "0";
   }();
   int sms_ = 1;  // multiprocessors
+  bool panel_wide_ = [] {  // panel_threads' 16-warp blocks; ONEBIT_CUDA_PANEL_WIDE=0: always 8 warps
+    const char* e = std::getenv("ONEBIT_CUDA_PANEL_WIDE");
+    return e == nullptr || std::string(e) != "0";
+  }();
   // The most activation rows a product takes on the panels (panel_segs_apply; past it, the tensor
-  // cores): 8 (measured on an H100, TinyLlama Q4_0: a step of 9-16 tokens 9.2-9.6 ms on the 16-row
-  // panels, 4.3-4.4 on the tensor cores cut along k); ONEBIT_CUDA_PANEL_ROWS=N (1..16) for
-  // comparisons (16: the old rule). mma_rows_min_: the fewest rows on the tensor cores.
+  // cores): 4 (measured on an H100, TinyLlama Q4_0, ms per step of n tokens: n = 5-8 4.9-5.6 on
+  // the 8-row panels, 4.1 on the tensor cores cut along k; n = 3-4 2.8-3.0 on the panels, 4.0 on
+  // the tensor cores; n = 9-16 9.2-9.6 on the 16-row panels, 4.1-4.4 on the tensor cores);
+  // ONEBIT_CUDA_PANEL_ROWS=N (1..16) for comparisons (16: the first rule, 8: the one before 4).
+  // mma_rows_min_: the fewest rows on the tensor cores.
   int panel_rows_max_ = [] {
     const char* e = std::getenv("ONEBIT_CUDA_PANEL_ROWS");
     const int n = e != nullptr ? std::atoi(e) : 0;
-    return n >= 1 && n <= kPanelRowsMax ? n : 8;
+    return n >= 1 && n <= kPanelRowsMax ? n : 4;
   }();
   int64_t mma_rows_min_ = std::max(2, std::min(panel_rows_max_, kMultiRows) + 1);
   int32_t* zero_ids_ = nullptr;   // kMultiRows zeros: panel_rows' routing (every row to "expert" 0)

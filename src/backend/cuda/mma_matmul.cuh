@@ -1,5 +1,5 @@
 // Prompt-sized products on tensor cores (included by cuda_backend.cu):
-//   out[n, m] = x[n, k] . w[m, k]^T   for n > 8 activation rows (prompts, large decode batches),
+//   out[n, m] = x[n, k] . w[m, k]^T   for n > 4 activation rows (prompts, decode batches),
 // weights of every type but F32 and BF16 (those keep the float tiles: F32 would lose bits in fp16,
 // BF16 could overflow it). Per block a 128 (weight rows) x 64 (activation rows) output tile; per
 // 64-wide k-step the weight tile is dequantized (load_chunk / decode_chunk: each value exactly
@@ -205,7 +205,7 @@ __global__ void __launch_bounds__(256) mma_split_sum_kernel(const float* __restr
 }
 
 // Whether a weight of type `type` takes the tensor-core path for n activation rows.
-// min_rows: the fewest activation rows the backend sends to the tensor cores (9 by default).
+// min_rows: the fewest activation rows the backend sends to the tensor cores (5 by default).
 inline bool mma_matmul_applies(int type, int64_t n, int64_t min_rows) {
   return n >= min_rows && type != kF32 && type != kBF16;
 }
