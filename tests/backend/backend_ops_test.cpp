@@ -300,6 +300,28 @@ TEST_P(BackendOpsTest, MatmulRowsOfEveryMagnitude) {
   }
 }
 
+// add_rms_norm on whole, 16-byte-aligned rows (the CUDA float4 kernel: 1, 2 and 4 float4 per
+// thread, and past that the scalar one), the sum and the normed row both checked.
+TEST_P(BackendOpsTest, AddRmsNormOfAlignedRows) {
+  for (int64_t rows : {1, 3}) {
+    for (int64_t cols : {1000, 4096, 6144, 16384, 16400}) {
+      const auto a = random_floats(size_t(rows * cols), 21, 3.0f), b = random_floats(size_t(rows * cols), 22, 3.0f);
+      const auto w = random_floats(size_t(cols), 23);
+      std::vector<float> got[2], want[2];
+      for (Backend* be : {&be(), &ref()}) {
+        const Tensor s = be->alloc(GgmlType::kF32, rows, cols).value(), o = be->alloc(GgmlType::kF32, rows, cols).value();
+        be->add_rms_norm(upload(*be, rows, cols, a), upload(*be, rows, cols, b), upload(*be, 1, cols, w), 1e-5f, s, o);
+        auto& dst = be == &ref() ? want : got;
+        dst[0] = download(*be, s);
+        dst[1] = download(*be, o);
+      }
+      const std::string shape = " " + std::to_string(rows) + "x" + std::to_string(cols);
+      expect_close(bname(), "add_rms_norm aligned sum" + shape, got[0], want[0], 0.0);
+      expect_close(bname(), "add_rms_norm aligned" + shape, got[1], want[1], 1e-12);
+    }
+  }
+}
+
 TEST_P(BackendOpsTest, RowOps) {
   for (int64_t rows : {1, 3, 17, 64}) {
     for (int64_t cols : {1, 7, 33, 1000}) {

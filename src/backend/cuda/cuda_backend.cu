@@ -128,6 +128,8 @@ __device__ __forceinline__ void pdl_wait() {
   asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
 }
+// The 128-byte line holding p on its way into L2 (no register waits for it).
+__device__ __forceinline__ void l2_prefetch(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 __device__ __forceinline__ void pdl_start() {
   pdl_trigger();
   pdl_wait();
@@ -439,6 +441,48 @@ __global__ void add_rms_norm_kernel(const float* a, size_t a_stride, const float
   for (int64_t c = threadIdx.x; c < d; c += blockDim.x) o[c] = __fmul_rn(float(double(sr[c]) * inv), w[c]);
 }
 
+// add_rms_norm_kernel on float4s (rows 16-byte aligned, d % 4 == 0): each thread holds up to V
+// float4 of the row in registers (no re-read of the sum), and loads its part of the norm weight
+// before waiting for the kernel before (a weight: constant during a step). One block per row.
+template <int V>
+__global__ void add_rms_norm_vec_kernel(const float4* a, size_t a_stride, const float4* b, size_t b_stride,
+                                        float4* sum, size_t s_stride, const float4* __restrict__ w, float eps,
+                                        float4* out, size_t o_stride, int64_t d4) {
+  pdl_trigger();
+  __shared__ double sh[32];
+  float4 wv[V], v[V];
+#pragma unroll
+  for (int i = 0; i < V; ++i) {
+    const int64_t c = threadIdx.x + int64_t(i) * blockDim.x;
+    if (c < d4) wv[i] = w[c];
+  }
+  pdl_wait();
+  const size_t r = blockIdx.x;
+  double s = 0.0;
+#pragma unroll
+  for (int i = 0; i < V; ++i) {
+    const int64_t c = threadIdx.x + int64_t(i) * blockDim.x;
+    if (c < d4) {
+      const float4 x = a[r * a_stride + c], y = b[r * b_stride + c];
+      v[i] = make_float4(x.x + y.x, x.y + y.y, x.z + y.z, x.w + y.w);
+      sum[r * s_stride + c] = v[i];
+      s += double(v[i].x) * v[i].x + double(v[i].y) * v[i].y + double(v[i].z) * v[i].z + double(v[i].w) * v[i].w;
+    }
+  }
+  s = block_sum_double(s, sh);
+  const double inv = 1.0 / sqrt(s / double(4 * d4) + double(eps));
+#pragma unroll
+  for (int i = 0; i < V; ++i) {
+    const int64_t c = threadIdx.x + int64_t(i) * blockDim.x;
+    if (c < d4) {
+      out[r * o_stride + c] = make_float4(__fmul_rn(float(double(v[i].x) * inv), wv[i].x),
+                                          __fmul_rn(float(double(v[i].y) * inv), wv[i].y),
+                                          __fmul_rn(float(double(v[i].z) * inv), wv[i].z),
+                                          __fmul_rn(float(double(v[i].w) * inv), wv[i].w));
+    }
+  }
+}
+
 // qk_rope_store: one warp per (row, head) of q's heads, then k's, then v's (blockIdx.y * kQkvWarps
 // + warp); the head in shared memory: RMS norm (q / k, when given), RoPE (q / k), written back,
 // and k / v stored at the row's slot in the pools.
@@ -667,6 +711,10 @@ __device__ __forceinline__ int panel_tail_src() {
 }
 
 constexpr int kPanelWarps = 8, kPanelThreads = kPanelWarps * 32;
+// Elements of x a lane loads before storing any while staging a panel product's x: one load's
+// latency per 8 instead of per element (x was just written by the kernel before: an L2 round trip
+// each).
+constexpr int kStageBatch = 8;
 // One-row panel products of at most one block per multiprocessor run 16 warps a block (twice the
 // loads in flight: ffn_down of the 8B shape has 128 blocks, 8 warps an SM with 8 a block).
 constexpr int kPanelWarpsWide = 16, kPanelThreadsMax = kPanelWarpsWide * 32;
@@ -869,7 +917,19 @@ __device__ __forceinline__ void stage_panel_x(const float* __restrict__ x, int64
       if (lane == 0) xsum[c] = s;
     }
   } else {
-    for (int64_t e = u0 * F::E + lane; e < u1 * F::E; e += 32) xs[e] = e < k ? x[e] : 0.f;
+    constexpr int B = kStageBatch;
+    for (int64_t e0 = u0 * F::E + lane; e0 < u1 * F::E; e0 += 32 * B) {
+      float v[B];
+#pragma unroll
+      for (int i = 0; i < B; ++i) {
+        const int64_t e = e0 + 32 * i;
+        v[i] = e < u1 * F::E && e < k ? x[e] : 0.f;  // B loads in flight
+      }
+#pragma unroll
+      for (int i = 0; i < B; ++i) {
+        if (e0 + 32 * i < u1 * F::E) xs[e0 + 32 * i] = v[i];
+      }
+    }
   }
 }
 
@@ -920,16 +980,23 @@ __device__ __forceinline__ void stage_panel_x15(const float* __restrict__ x, int
   int8_t* hi = reinterpret_cast<int8_t*>(xs);
   int8_t* lo = hi + n_units * 32;
   float2* d = reinterpret_cast<float2*>(hi + n_units * 64);
-  for (int64_t u = u0; u < u1; ++u) {
-    const int64_t e = u * 32 + lane;
-    const float v = x[e];
-    const uint32_t m = __reduce_max_sync(0xffffffffu, __float_as_uint(v) & 0x7FFFFFFFu);
-    const uint32_t me = max(m & 0x7F800000u, 20u << 23);  // E + 127, at least 20
-    const int X = min(max(__float2int_rn(v * __uint_as_float((267u << 23) - me)), -16383), 16383);
-    hi[e] = int8_t(X >> 7);
-    lo[e] = int8_t(X & 127);
-    const int sum = __reduce_add_sync(0xffffffffu, X);
-    if (lane == 0) d[u] = make_float2(__uint_as_float(me - (13u << 23)), __int_as_float(-8 * sum));
+  constexpr int B = kStageBatch;
+  for (int64_t u = u0; u < u1; u += B) {
+    float v[B];
+#pragma unroll
+    for (int i = 0; i < B; ++i) v[i] = u + i < u1 ? x[(u + i) * 32 + lane] : 0.f;  // B loads in flight
+#pragma unroll
+    for (int i = 0; i < B; ++i) {
+      if (u + i >= u1) break;
+      const int64_t e = (u + i) * 32 + lane;
+      const uint32_t m = __reduce_max_sync(0xffffffffu, __float_as_uint(v[i]) & 0x7FFFFFFFu);
+      const uint32_t me = max(m & 0x7F800000u, 20u << 23);  // E + 127, at least 20
+      const int X = min(max(__float2int_rn(v[i] * __uint_as_float((267u << 23) - me)), -16383), 16383);
+      hi[e] = int8_t(X >> 7);
+      lo[e] = int8_t(X & 127);
+      const int sum = __reduce_add_sync(0xffffffffu, X);
+      if (lane == 0) d[u + i] = make_float2(__uint_as_float(me - (13u << 23)), __int_as_float(-8 * sum));
+    }
   }
 }
 template <int T>
@@ -1000,10 +1067,13 @@ __device__ __forceinline__ float panel_dots_pipelined(const uint8_t* __restrict_
   return acc;
 }
 
-template <int T>
-__device__ __forceinline__ void panel_matvec_group(const uint8_t* __restrict__ group, const float* __restrict__ x,
-                                                   float* __restrict__ out, int64_t rows, int64_t k,
-                                                   int64_t n_units, bool pipe = false, bool x15 = false) {
+// The panel products of blocks b = first, first + step, .. < n_blocks (a persistent grid: one
+// launch's blocks take several 32-row groups in turn, x staged once): locate(b, group, out, rows)
+// names block b's group (its first unit), output rows and how many are valid.
+template <int T, class Locate>
+__device__ __forceinline__ void panel_matvec_blocks(Locate locate, int64_t first, int64_t n_blocks, int64_t step,
+                                                    const float* __restrict__ x, int64_t k, int64_t n_units,
+                                                    bool pipe, bool x15) {
   using F = PanelFmt<T>;
   extern __shared__ float4 panel_smem[];
   float* xs = reinterpret_cast<float*>(panel_smem);
@@ -1011,55 +1081,81 @@ __device__ __forceinline__ void panel_matvec_group(const uint8_t* __restrict__ g
   float* red = xsum + (T == kQ4_K ? n_units * 8 : 0);        // nw * 32 floats
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, nw = int(blockDim.x / 32);
   const int64_t u0 = n_units * warp / nw, u1 = n_units * (warp + 1) / nw;
-  const uint8_t* base = group + 16 * lane;
-  float acc = 0.f;
   constexpr bool kX15 = T == kQ4_0 || T == kQ8_0;
-  if (kX15 && x15) {  // integer dots (and the pipelined loop)
-    if constexpr (kX15) {
+  const bool ints = kX15 && x15;
+  if (first >= n_blocks) return;
+  {  // the first group's first units on their way to L2 (no registers held) while x is staged
+    const uint8_t* group;
+    float* out;
+    int64_t rows;
+    locate(first, group, out, rows);
+    for (int64_t u = u0; u < u1 && u < u0 + F::P; ++u) {
+#pragma unroll
+      for (int c = 0; c < F::CH; ++c) l2_prefetch(group + 16 * lane + size_t(u) * panel_unit_bytes<T>() + 512 * c);
+    }
+  }
+  pdl_wait();  // x is the kernel before's output
+  if constexpr (kX15) {
+    if (ints) stage_panel_x15(x, u0, u1, xs, n_units);
+    else stage_panel_x<T>(x, k, u0, u1, xs, xsum);
+  } else {
+    stage_panel_x<T>(x, k, u0, u1, xs, xsum);
+  }
+  __syncwarp();
+  for (int64_t b = first; b < n_blocks; b += step) {
+    const uint8_t* group;
+    float* out;
+    int64_t rows;
+    locate(b, group, out, rows);
+    const uint8_t* base = group + 16 * lane;
+    float acc = 0.f;
+    if (ints) {  // integer dots (and the pipelined loop)
+      if constexpr (kX15) {
+        uint4 q[F::P][F::CH];
+        uint32_t tail[F::P];
+        if (u0 < u1) load_panel_units<T, F::P>(base, u0, u1, q, tail);
+        const X15 xq = x15_layout(xs, n_units);
+        acc = panel_dots_pipelined<T>(base, u0, u1, q, tail, [&](const uint4 (&qu)[F::CH], uint32_t t, int64_t u) {
+          return panel_unit_dot15<T>(qu, t, xq, u);
+        });
+      }
+    } else if (F::P > 1 && pipe) {  // the K-quants keep one buffer (two of a super-block's pieces cost occupancy)
       uint4 q[F::P][F::CH];
       uint32_t tail[F::P];
       if (u0 < u1) load_panel_units<T, F::P>(base, u0, u1, q, tail);
-      pdl_wait();
-      stage_panel_x15(x, u0, u1, xs, n_units);
-      __syncwarp();
-      const X15 xq = x15_layout(xs, n_units);
       acc = panel_dots_pipelined<T>(base, u0, u1, q, tail, [&](const uint4 (&qu)[F::CH], uint32_t t, int64_t u) {
-        return panel_unit_dot15<T>(qu, t, xq, u);
+        return panel_unit_dot<T>(qu, t, xs + u * F::E, xsum + u * 8);
       });
-    }
-  } else if (F::P > 1 && pipe) {  // the K-quants keep one buffer (two of a super-block's pieces cost occupancy)
-    uint4 q[F::P][F::CH];
-    uint32_t tail[F::P];
-    if (u0 < u1) load_panel_units<T, F::P>(base, u0, u1, q, tail);  // in flight while x is staged
-    pdl_wait();                                                       // x is the kernel before's output
-    stage_panel_x<T>(x, k, u0, u1, xs, xsum);
-    __syncwarp();
-    acc = panel_dots_pipelined<T>(base, u0, u1, q, tail, [&](const uint4 (&qu)[F::CH], uint32_t t, int64_t u) {
-      return panel_unit_dot<T>(qu, t, xs + u * F::E, xsum + u * 8);
-    });
-  } else {
-    uint4 q[F::U][F::CH];
-    uint32_t tail[F::U];
-    if (u0 < u1) load_panel_units<T>(base, u0, u1, q, tail);  // in flight while x is staged
-    pdl_wait();                                               // x is the kernel before's output
-    stage_panel_x<T>(x, k, u0, u1, xs, xsum);
-    __syncwarp();
-    for (int64_t u = u0; u < u1; u += F::U) {
-      if (u != u0) load_panel_units<T>(base, u, u1, q, tail);
+    } else {
+      uint4 q[F::U][F::CH];
+      uint32_t tail[F::U];
+      for (int64_t u = u0; u < u1; u += F::U) {
+        load_panel_units<T>(base, u, u1, q, tail);
 #pragma unroll
-      for (int i = 0; i < F::U; ++i) {
-        if (u + i < u1) acc += panel_unit_dot<T>(q[i], tail[i], xs + (u + i) * F::E, xsum + (u + i) * 8);
+        for (int i = 0; i < F::U; ++i) {
+          if (u + i < u1) acc += panel_unit_dot<T>(q[i], tail[i], xs + (u + i) * F::E, xsum + (u + i) * 8);
+        }
       }
     }
-  }
-  red[warp * 32 + lane] = acc;
-  __syncthreads();
-  if (warp == 0) {
-    float s = 0.f;
+    red[warp * 32 + lane] = acc;
+    __syncthreads();
+    if (warp == 0) {
+      float s = 0.f;
 #pragma unroll
-    for (int w = 0; w < nw; ++w) s += red[w * 32 + lane];
-    if (lane < rows) out[lane] = s;
+      for (int w = 0; w < nw; ++w) s += red[w * 32 + lane];
+      if (lane < rows) out[lane] = s;
+    }
+    if (b + step < n_blocks) __syncthreads();  // red is reused
   }
+}
+
+// One block's group: `group` its first unit, `out` its first row, `rows` of them valid.
+template <int T>
+__device__ __forceinline__ void panel_matvec_group(const uint8_t* __restrict__ group, const float* __restrict__ x,
+                                                   float* __restrict__ out, int64_t rows, int64_t k,
+                                                   int64_t n_units, bool pipe = false, bool x15 = false) {
+  panel_matvec_blocks<T>([&](int64_t, const uint8_t*& g, float*& o, int64_t& r) { g = group, o = out, r = rows; },
+                         0, 1, 1, x, k, n_units, pipe, x15);
 }
 
 template <int T>
@@ -1068,9 +1164,10 @@ __global__ void __launch_bounds__(kPanelThreadsMax) panel_matvec_kernel(const ui
                                                                      float* __restrict__ out, int64_t m, int64_t k,
                                                                      int64_t n_units, bool pipe, bool x15) {
   pdl_trigger();
-  const int64_t r0 = int64_t(blockIdx.x) * 32;
-  panel_matvec_group<T>(panel + size_t(blockIdx.x) * size_t(n_units) * panel_unit_bytes<T>(), x, out + r0, m - r0, k,
-                        n_units, pipe, x15);
+  const size_t gb = size_t(n_units) * panel_unit_bytes<T>();
+  panel_matvec_blocks<T>(
+      [&](int64_t b, const uint8_t*& g, float*& o, int64_t& r) { g = panel + size_t(b) * gb, o = out + b * 32, r = m - b * 32; },
+      blockIdx.x, (m + 31) / 32, gridDim.x, x, k, n_units, pipe, x15);
 }
 
 // Up to Products::kMax matrices of one type and width, multiplied by the same x in one launch:
@@ -1089,11 +1186,15 @@ __global__ void __launch_bounds__(kPanelThreadsMax) panel_matvec_segs_kernel(Pan
                                                                           int64_t k, int64_t n_units, bool pipe,
                                                                           bool x15) {
   pdl_trigger();
-  int seg = 0;
-  while (seg + 1 < s.n && blockIdx.x >= s.first[seg + 1]) ++seg;
-  const int64_t g = int64_t(blockIdx.x) - s.first[seg];
-  panel_matvec_group<T>(s.panel[seg] + size_t(g) * size_t(n_units) * panel_unit_bytes<T>(), x, s.out[seg] + g * 32,
-                        s.m[seg] - g * 32, k, n_units, pipe, x15);
+  const size_t gb = size_t(n_units) * panel_unit_bytes<T>();
+  panel_matvec_blocks<T>(
+      [&](int64_t b, const uint8_t*& g, float*& o, int64_t& r) {
+        int seg = 0;
+        while (seg + 1 < s.n && b >= s.first[seg + 1]) ++seg;
+        const int64_t i = b - s.first[seg];
+        g = s.panel[seg] + size_t(i) * gb, o = s.out[seg] + i * 32, r = s.m[seg] - i * 32;
+      },
+      blockIdx.x, s.first[s.n], gridDim.x, x, k, n_units, pipe, x15);
 }
 
 // stage_panel_x for NB rows: rows j < nb of x (row j at x + j * x_stride into xs + j * xlen, its
@@ -2400,9 +2501,29 @@ class CudaBackend final : public Backend {
     same_shape(a, out);
     ONEBIT_CHECK(weight.n_rows == 1 && weight.n_cols == a.n_cols);
     if (a.n_rows == 0) return;
-    const int threads = a.n_cols <= 128 ? 64 : int(std::min<int64_t>(1024, std::max<int64_t>(kRowThreads, (a.n_cols / 4 + 31) / 32 * 32)));
-    launch(&add_rms_norm_kernel, dim3(unsigned(a.n_rows)), dim3(threads), 0, fptr(a), fstride(a), fptr(b),
-           fstride(b), fptr(sum), fstride(sum), fptr(weight), eps, fptr(out), fstride(out), a.n_cols);
+    const int64_t d = a.n_cols, d4 = d / 4;
+    auto aligned = [&](const Tensor& t) {
+      return reinterpret_cast<uintptr_t>(fptr(t)) % 16 == 0 && (t.n_rows == 1 || fstride(t) % 4 == 0);
+    };
+    const int vthreads = int(std::min<int64_t>(1024, (d4 + 31) / 32 * 32));
+    const int64_t per = vthreads > 0 ? (d4 + vthreads - 1) / vthreads : 0;  // float4 per thread
+    if (d % 4 == 0 && d4 > 0 && per <= 4 && aligned(a) && aligned(b) && aligned(sum) && aligned(out) &&
+        aligned(weight)) {
+      auto go = [&](auto kernel) {
+        launch(kernel, dim3(unsigned(a.n_rows)), dim3(vthreads), 0, reinterpret_cast<const float4*>(fptr(a)),
+               fstride(a) / 4, reinterpret_cast<const float4*>(fptr(b)), fstride(b) / 4,
+               reinterpret_cast<float4*>(fptr(sum)), fstride(sum) / 4,
+               reinterpret_cast<const float4*>(fptr(weight)), eps, reinterpret_cast<float4*>(fptr(out)),
+               fstride(out) / 4, d4);
+      };
+      if (per == 1) go(&add_rms_norm_vec_kernel<1>);
+      else if (per == 2) go(&add_rms_norm_vec_kernel<2>);
+      else go(&add_rms_norm_vec_kernel<4>);
+    } else {
+      const int threads = d <= 128 ? 64 : int(std::min<int64_t>(1024, std::max<int64_t>(kRowThreads, (d / 4 + 31) / 32 * 32)));
+      launch(&add_rms_norm_kernel, dim3(unsigned(a.n_rows)), dim3(threads), 0, fptr(a), fstride(a), fptr(b),
+             fstride(b), fptr(sum), fstride(sum), fptr(weight), eps, fptr(out), fstride(out), d);
+    }
     CUDA_LAUNCHED();
   }
 
@@ -2915,8 +3036,9 @@ class CudaBackend final : public Backend {
         break;
       }
       const unsigned blocks = blocks_for(w.n_rows, 32);
-      launch_panel(&panel_matvec_kernel<T>, blocks, shm, panel_threads(blocks), b->panel, x, out, w.n_rows,
-                   w.n_cols, n_units, pipe_, x15_);
+      const int threads = panel_threads(blocks);
+      launch_panel(&panel_matvec_kernel<T>, panel_grid(&panel_matvec_kernel<T>, blocks, threads, shm), shm, threads,
+                   b->panel, x, out, w.n_rows, w.n_cols, n_units, pipe_, x15_);
     });
     return true;
   }
@@ -2926,6 +3048,30 @@ class CudaBackend final : public Backend {
   void launch_panel(void (*kernel)(P...), unsigned blocks, size_t smem, int threads, A&&... args) {
     launch_overlapping(pdl_ >= 1, kernel, dim3(blocks), dim3(unsigned(threads)), smem, std::forward<A>(args)...);
   }
+  // The grid of a one-row panel product of `blocks` 32-row groups: all of them where they fit at
+  // once, else as many blocks as fit (blocks per SM from the occupancy calculator, cached), each
+  // taking the same number of groups in turn (panel_matvec_blocks): no partial last wave, and x
+  // staged once per block. ONEBIT_CUDA_PERSIST=0: a block per group.
+  template <class... P>
+  unsigned panel_grid(void (*kernel)(P...), unsigned blocks, int threads, size_t smem) {
+    if (!persist_) return blocks;
+    const uint64_t key = uint64_t(reinterpret_cast<uintptr_t>(kernel)) * 1000003u ^ (uint64_t(threads) << 40) ^ smem;
+    auto it = blocks_per_sm_.find(key);
+    if (it == blocks_per_sm_.end()) {
+      int n = 0;
+      CUDA_OK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, smem));
+      it = blocks_per_sm_.emplace(key, std::max(1, n)).first;
+    }
+    const unsigned cap = unsigned(it->second) * unsigned(sms_);
+    if (blocks <= cap) return blocks;
+    const unsigned rounds = (blocks + cap - 1) / cap;
+    return (blocks + rounds - 1) / rounds;
+  }
+  bool persist_ = [] {
+    const char* e = std::getenv("ONEBIT_CUDA_PERSIST");
+    return e == nullptr || std::string(e) != "0";
+  }();
+  std::unordered_map<uint64_t, int> blocks_per_sm_;  // panel_grid's occupancy, by kernel, threads, smem
   // Threads per block of a one-row panel product of `blocks` blocks: 16 warps where every block
   // has a multiprocessor to itself (more loads in flight), else 8 (three blocks an SM by registers).
   int panel_threads(unsigned blocks) const {
@@ -2971,8 +3117,10 @@ class CudaBackend final : public Backend {
     ONEBIT_CUDA_PANEL_SWITCH(p.w[0].type, {
       const int64_t n_units = (k + PanelFmt<T>::E - 1) / PanelFmt<T>::E;
       if (nb == 1) {
-        launch_panel(&panel_matvec_segs_kernel<T>, blocks, panel_smem_bytes<T>(n_units), panel_threads(blocks),
-                     sg, fptr(x), k, n_units, pipe_, x15_);
+        const int threads = panel_threads(blocks);
+        const size_t shm = panel_smem_bytes<T>(n_units);
+        launch_panel(&panel_matvec_segs_kernel<T>, panel_grid(&panel_matvec_segs_kernel<T>, blocks, threads, shm), shm,
+                     threads, sg, fptr(x), k, n_units, pipe_, x15_);
       } else {
         auto launch = [&]<int NB>() {
           launch_panel(&panel_rows_segs_kernel<T, NB>, blocks, panel_rows_smem_bytes<T>(n_units, NB),
