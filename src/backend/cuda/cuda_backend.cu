@@ -128,8 +128,6 @@ __device__ __forceinline__ void pdl_wait() {
   asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
 }
-// The 128-byte line holding p on its way into L2 (no register waits for it).
-__device__ __forceinline__ void l2_prefetch(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 __device__ __forceinline__ void pdl_start() {
   pdl_trigger();
   pdl_wait();
@@ -1018,18 +1016,22 @@ __device__ __forceinline__ float panel_unit_dot15(const uint4 (&q)[PanelFmt<T>::
       wl[i] = int(v & 0x0F0F0F0Fu);
       wh[i] = int((v >> 4) & 0x0F0F0F0Fu);
     }
+    int lo = __float_as_int(xd.y);  // two chains: the high digits' and the low digits'
 #pragma unroll
-    for (int i = 0; i < 4; ++i) acc = __dp4a(wh[i], hw[4 + i], __dp4a(wl[i], hw[i], acc));
-    acc = acc * 128 + __float_as_int(xd.y);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) acc = __dp4a(wh[i], lw[4 + i], __dp4a(wl[i], lw[i], acc));
+    for (int i = 0; i < 4; ++i) {
+      acc = __dp4a(wh[i], hw[4 + i], __dp4a(wl[i], hw[i], acc));
+      lo = __dp4a(wh[i], lw[4 + i], __dp4a(wl[i], lw[i], lo));
+    }
+    acc = acc * 128 + lo;
   } else {
     static_assert(T == kQ8_0, "x15: Q4_0 and Q8_0");
+    int lo = 0;
 #pragma unroll
-    for (int i = 0; i < 8; ++i) acc = __dp4a(int(word_of(q[i / 4], i % 4)), hw[i], acc);
-    acc *= 128;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) acc = __dp4a(int(word_of(q[i / 4], i % 4)), lw[i], acc);
+    for (int i = 0; i < 8; ++i) {
+      acc = __dp4a(int(word_of(q[i / 4], i % 4)), hw[i], acc);
+      lo = __dp4a(int(word_of(q[i / 4], i % 4)), lw[i], lo);
+    }
+    acc = acc * 128 + lo;
   }
   return h2f_bits(tail) * xd.x * float(acc);
 }
@@ -1067,13 +1069,10 @@ __device__ __forceinline__ float panel_dots_pipelined(const uint8_t* __restrict_
   return acc;
 }
 
-// The panel products of blocks b = first, first + step, .. < n_blocks (a persistent grid: one
-// launch's blocks take several 32-row groups in turn, x staged once): locate(b, group, out, rows)
-// names block b's group (its first unit), output rows and how many are valid.
-template <int T, class Locate>
-__device__ __forceinline__ void panel_matvec_blocks(Locate locate, int64_t first, int64_t n_blocks, int64_t step,
-                                                    const float* __restrict__ x, int64_t k, int64_t n_units,
-                                                    bool pipe, bool x15) {
+template <int T>
+__device__ __forceinline__ void panel_matvec_group(const uint8_t* __restrict__ group, const float* __restrict__ x,
+                                                   float* __restrict__ out, int64_t rows, int64_t k,
+                                                   int64_t n_units, bool pipe = false, bool x15 = false) {
   using F = PanelFmt<T>;
   extern __shared__ float4 panel_smem[];
   float* xs = reinterpret_cast<float*>(panel_smem);
@@ -1081,81 +1080,55 @@ __device__ __forceinline__ void panel_matvec_blocks(Locate locate, int64_t first
   float* red = xsum + (T == kQ4_K ? n_units * 8 : 0);        // nw * 32 floats
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, nw = int(blockDim.x / 32);
   const int64_t u0 = n_units * warp / nw, u1 = n_units * (warp + 1) / nw;
+  const uint8_t* base = group + 16 * lane;
+  float acc = 0.f;
   constexpr bool kX15 = T == kQ4_0 || T == kQ8_0;
-  const bool ints = kX15 && x15;
-  if (first >= n_blocks) return;
-  {  // the first group's first units on their way to L2 (no registers held) while x is staged
-    const uint8_t* group;
-    float* out;
-    int64_t rows;
-    locate(first, group, out, rows);
-    for (int64_t u = u0; u < u1 && u < u0 + F::P; ++u) {
-#pragma unroll
-      for (int c = 0; c < F::CH; ++c) l2_prefetch(group + 16 * lane + size_t(u) * panel_unit_bytes<T>() + 512 * c);
-    }
-  }
-  pdl_wait();  // x is the kernel before's output
-  if constexpr (kX15) {
-    if (ints) stage_panel_x15(x, u0, u1, xs, n_units);
-    else stage_panel_x<T>(x, k, u0, u1, xs, xsum);
-  } else {
-    stage_panel_x<T>(x, k, u0, u1, xs, xsum);
-  }
-  __syncwarp();
-  for (int64_t b = first; b < n_blocks; b += step) {
-    const uint8_t* group;
-    float* out;
-    int64_t rows;
-    locate(b, group, out, rows);
-    const uint8_t* base = group + 16 * lane;
-    float acc = 0.f;
-    if (ints) {  // integer dots (and the pipelined loop)
-      if constexpr (kX15) {
-        uint4 q[F::P][F::CH];
-        uint32_t tail[F::P];
-        if (u0 < u1) load_panel_units<T, F::P>(base, u0, u1, q, tail);
-        const X15 xq = x15_layout(xs, n_units);
-        acc = panel_dots_pipelined<T>(base, u0, u1, q, tail, [&](const uint4 (&qu)[F::CH], uint32_t t, int64_t u) {
-          return panel_unit_dot15<T>(qu, t, xq, u);
-        });
-      }
-    } else if (F::P > 1 && pipe) {  // the K-quants keep one buffer (two of a super-block's pieces cost occupancy)
+  if (kX15 && x15) {  // integer dots (and the pipelined loop)
+    if constexpr (kX15) {
       uint4 q[F::P][F::CH];
       uint32_t tail[F::P];
       if (u0 < u1) load_panel_units<T, F::P>(base, u0, u1, q, tail);
+      pdl_wait();
+      stage_panel_x15(x, u0, u1, xs, n_units);
+      __syncwarp();
+      const X15 xq = x15_layout(xs, n_units);
       acc = panel_dots_pipelined<T>(base, u0, u1, q, tail, [&](const uint4 (&qu)[F::CH], uint32_t t, int64_t u) {
-        return panel_unit_dot<T>(qu, t, xs + u * F::E, xsum + u * 8);
+        return panel_unit_dot15<T>(qu, t, xq, u);
       });
-    } else {
-      uint4 q[F::U][F::CH];
-      uint32_t tail[F::U];
-      for (int64_t u = u0; u < u1; u += F::U) {
-        load_panel_units<T>(base, u, u1, q, tail);
+    }
+  } else if (F::P > 1 && pipe) {  // the K-quants keep one buffer (two of a super-block's pieces cost occupancy)
+    uint4 q[F::P][F::CH];
+    uint32_t tail[F::P];
+    if (u0 < u1) load_panel_units<T, F::P>(base, u0, u1, q, tail);  // in flight while x is staged
+    pdl_wait();                                                       // x is the kernel before's output
+    stage_panel_x<T>(x, k, u0, u1, xs, xsum);
+    __syncwarp();
+    acc = panel_dots_pipelined<T>(base, u0, u1, q, tail, [&](const uint4 (&qu)[F::CH], uint32_t t, int64_t u) {
+      return panel_unit_dot<T>(qu, t, xs + u * F::E, xsum + u * 8);
+    });
+  } else {
+    uint4 q[F::U][F::CH];
+    uint32_t tail[F::U];
+    if (u0 < u1) load_panel_units<T>(base, u0, u1, q, tail);  // in flight while x is staged
+    pdl_wait();                                               // x is the kernel before's output
+    stage_panel_x<T>(x, k, u0, u1, xs, xsum);
+    __syncwarp();
+    for (int64_t u = u0; u < u1; u += F::U) {
+      if (u != u0) load_panel_units<T>(base, u, u1, q, tail);
 #pragma unroll
-        for (int i = 0; i < F::U; ++i) {
-          if (u + i < u1) acc += panel_unit_dot<T>(q[i], tail[i], xs + (u + i) * F::E, xsum + (u + i) * 8);
-        }
+      for (int i = 0; i < F::U; ++i) {
+        if (u + i < u1) acc += panel_unit_dot<T>(q[i], tail[i], xs + (u + i) * F::E, xsum + (u + i) * 8);
       }
     }
-    red[warp * 32 + lane] = acc;
-    __syncthreads();
-    if (warp == 0) {
-      float s = 0.f;
-#pragma unroll
-      for (int w = 0; w < nw; ++w) s += red[w * 32 + lane];
-      if (lane < rows) out[lane] = s;
-    }
-    if (b + step < n_blocks) __syncthreads();  // red is reused
   }
-}
-
-// One block's group: `group` its first unit, `out` its first row, `rows` of them valid.
-template <int T>
-__device__ __forceinline__ void panel_matvec_group(const uint8_t* __restrict__ group, const float* __restrict__ x,
-                                                   float* __restrict__ out, int64_t rows, int64_t k,
-                                                   int64_t n_units, bool pipe = false, bool x15 = false) {
-  panel_matvec_blocks<T>([&](int64_t, const uint8_t*& g, float*& o, int64_t& r) { g = group, o = out, r = rows; },
-                         0, 1, 1, x, k, n_units, pipe, x15);
+  red[warp * 32 + lane] = acc;
+  __syncthreads();
+  if (warp == 0) {
+    float s = 0.f;
+#pragma unroll
+    for (int w = 0; w < nw; ++w) s += red[w * 32 + lane];
+    if (lane < rows) out[lane] = s;
+  }
 }
 
 template <int T>
@@ -1164,10 +1137,9 @@ __global__ void __launch_bounds__(kPanelThreadsMax) panel_matvec_kernel(const ui
                                                                      float* __restrict__ out, int64_t m, int64_t k,
                                                                      int64_t n_units, bool pipe, bool x15) {
   pdl_trigger();
-  const size_t gb = size_t(n_units) * panel_unit_bytes<T>();
-  panel_matvec_blocks<T>(
-      [&](int64_t b, const uint8_t*& g, float*& o, int64_t& r) { g = panel + size_t(b) * gb, o = out + b * 32, r = m - b * 32; },
-      blockIdx.x, (m + 31) / 32, gridDim.x, x, k, n_units, pipe, x15);
+  const int64_t r0 = int64_t(blockIdx.x) * 32;
+  panel_matvec_group<T>(panel + size_t(blockIdx.x) * size_t(n_units) * panel_unit_bytes<T>(), x, out + r0, m - r0, k,
+                        n_units, pipe, x15);
 }
 
 // Up to Products::kMax matrices of one type and width, multiplied by the same x in one launch:
@@ -1186,15 +1158,11 @@ __global__ void __launch_bounds__(kPanelThreadsMax) panel_matvec_segs_kernel(Pan
                                                                           int64_t k, int64_t n_units, bool pipe,
                                                                           bool x15) {
   pdl_trigger();
-  const size_t gb = size_t(n_units) * panel_unit_bytes<T>();
-  panel_matvec_blocks<T>(
-      [&](int64_t b, const uint8_t*& g, float*& o, int64_t& r) {
-        int seg = 0;
-        while (seg + 1 < s.n && b >= s.first[seg + 1]) ++seg;
-        const int64_t i = b - s.first[seg];
-        g = s.panel[seg] + size_t(i) * gb, o = s.out[seg] + i * 32, r = s.m[seg] - i * 32;
-      },
-      blockIdx.x, s.first[s.n], gridDim.x, x, k, n_units, pipe, x15);
+  int seg = 0;
+  while (seg + 1 < s.n && blockIdx.x >= s.first[seg + 1]) ++seg;
+  const int64_t g = int64_t(blockIdx.x) - s.first[seg];
+  panel_matvec_group<T>(s.panel[seg] + size_t(g) * size_t(n_units) * panel_unit_bytes<T>(), x, s.out[seg] + g * 32,
+                        s.m[seg] - g * 32, k, n_units, pipe, x15);
 }
 
 // stage_panel_x for NB rows: rows j < nb of x (row j at x + j * x_stride into xs + j * xlen, its
@@ -3037,8 +3005,8 @@ class CudaBackend final : public Backend {
       }
       const unsigned blocks = blocks_for(w.n_rows, 32);
       const int threads = panel_threads(blocks);
-      launch_panel(&panel_matvec_kernel<T>, panel_grid(&panel_matvec_kernel<T>, blocks, threads, shm), shm, threads,
-                   b->panel, x, out, w.n_rows, w.n_cols, n_units, pipe_, x15_);
+      launch_panel(&panel_matvec_kernel<T>, blocks, shm, threads, b->panel, x, out, w.n_rows, w.n_cols, n_units,
+                   pipe_, x15_);
     });
     return true;
   }
@@ -3048,30 +3016,6 @@ class CudaBackend final : public Backend {
   void launch_panel(void (*kernel)(P...), unsigned blocks, size_t smem, int threads, A&&... args) {
     launch_overlapping(pdl_ >= 1, kernel, dim3(blocks), dim3(unsigned(threads)), smem, std::forward<A>(args)...);
   }
-  // The grid of a one-row panel product of `blocks` 32-row groups: all of them where they fit at
-  // once, else as many blocks as fit (blocks per SM from the occupancy calculator, cached), each
-  // taking the same number of groups in turn (panel_matvec_blocks): no partial last wave, and x
-  // staged once per block. ONEBIT_CUDA_PERSIST=0: a block per group.
-  template <class... P>
-  unsigned panel_grid(void (*kernel)(P...), unsigned blocks, int threads, size_t smem) {
-    if (!persist_) return blocks;
-    const uint64_t key = uint64_t(reinterpret_cast<uintptr_t>(kernel)) * 1000003u ^ (uint64_t(threads) << 40) ^ smem;
-    auto it = blocks_per_sm_.find(key);
-    if (it == blocks_per_sm_.end()) {
-      int n = 0;
-      CUDA_OK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, smem));
-      it = blocks_per_sm_.emplace(key, std::max(1, n)).first;
-    }
-    const unsigned cap = unsigned(it->second) * unsigned(sms_);
-    if (blocks <= cap) return blocks;
-    const unsigned rounds = (blocks + cap - 1) / cap;
-    return (blocks + rounds - 1) / rounds;
-  }
-  bool persist_ = [] {
-    const char* e = std::getenv("ONEBIT_CUDA_PERSIST");
-    return e == nullptr || std::string(e) != "0";
-  }();
-  std::unordered_map<uint64_t, int> blocks_per_sm_;  // panel_grid's occupancy, by kernel, threads, smem
   // Threads per block of a one-row panel product of `blocks` blocks: 16 warps where every block
   // has a multiprocessor to itself (more loads in flight), else 8 (three blocks an SM by registers).
   int panel_threads(unsigned blocks) const {
@@ -3119,8 +3063,7 @@ class CudaBackend final : public Backend {
       if (nb == 1) {
         const int threads = panel_threads(blocks);
         const size_t shm = panel_smem_bytes<T>(n_units);
-        launch_panel(&panel_matvec_segs_kernel<T>, panel_grid(&panel_matvec_segs_kernel<T>, blocks, threads, shm), shm,
-                     threads, sg, fptr(x), k, n_units, pipe_, x15_);
+        launch_panel(&panel_matvec_segs_kernel<T>, blocks, shm, threads, sg, fptr(x), k, n_units, pipe_, x15_);
       } else {
         auto launch = [&]<int NB>() {
           launch_panel(&panel_rows_segs_kernel<T, NB>, blocks, panel_rows_smem_bytes<T>(n_units, NB),
