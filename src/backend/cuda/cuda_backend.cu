@@ -443,7 +443,7 @@ __global__ void add_rms_norm_kernel(const float* a, size_t a_stride, const float
 // float4 of the row in registers (no re-read of the sum), and loads its part of the norm weight
 // before waiting for the kernel before (a weight: constant during a step). One block per row.
 template <int V>
-__global__ void add_rms_norm_vec_kernel(const float4* a, size_t a_stride, const float4* b, size_t b_stride,
+__global__ void __launch_bounds__(1024) add_rms_norm_vec_kernel(const float4* a, size_t a_stride, const float4* b, size_t b_stride,
                                         float4* sum, size_t s_stride, const float4* __restrict__ w, float eps,
                                         float4* out, size_t o_stride, int64_t d4) {
   pdl_trigger();
