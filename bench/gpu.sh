@@ -11,7 +11,7 @@
 # table (tensor cores against float tiles) and the CUDA benchmark table with its concurrency rows (bench/gpu_bench.sh: models in $ONEBIT_BENCH_WORK, default /tmp/onebit-gpu-bench; REPS from
 # $ONEBIT_BENCH_REPS, default 3; comparison rows from $ONEBIT_BENCH_COMPARE) after the test
 # summary; the exit code is still the tests'.
-# Where pkg-config finds no cpp-httplib, a carried prefix in $ONEBIT_DEPS (default .cudahelper/deps,
+# Where pkg-config finds no cpp-httplib, a carried prefix in $ONEBIT_DEPS (env.sh sets it; else .cudahelper/deps,
 # with lib/pkgconfig/cpp-httplib.pc) is used; stories260K comes from $ONEBIT_STORIES260K when set
 # (default .cudahelper/testdata/stories260K.gguf when present).
 set -uo pipefail

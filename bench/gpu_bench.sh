@@ -19,7 +19,9 @@
 # of tensor cores), "nopdl" with ONEBIT_CUDA_PDL=0 (no panel product launched before the kernel
 # before it ends) and "nopipe" with ONEBIT_CUDA_PIPE=0 (the decode loop of one register buffer),
 # measured in the same run. Last, the concurrency rows of each model's Q4_0 file
-# (ONEBIT_BENCH_CONCURRENCY, default 1,4,16,64,256; "" skips them).
+# (ONEBIT_BENCH_CONCURRENCY, default 1,4,16,64,256; "" skips them). ONEBIT_BENCH_LLAMA=DIR (a
+# llama.cpp CUDA build with bin/llama-bench: bench/build_llama_cuda.sh) adds llama.cpp's pp512 /
+# tg128 row (all layers on the GPU) and the ratio row after each of ours, on the same file.
 set -euo pipefail
 build=${1:?usage: bench/gpu_bench.sh BUILD_DIR [WORK_DIR] [REPS]}
 work=${2:-/tmp/onebit-gpu-bench}
@@ -64,7 +66,12 @@ for m in $models; do
   for t in $types; do
     f=$work/$m-$t.gguf
     log "e2e_bench $m $t"
-    "$build/bin/e2e_bench" "$f" --device cuda --pp 512 --tg 128 --reps "$reps" | sed "s|$work/||"
+    row=$("$build/bin/e2e_bench" "$f" --device cuda --pp 512 --tg 128 --reps "$reps" | sed "s|$work/||")
+    echo "$row"
+    if [ -n "${ONEBIT_BENCH_LLAMA:-}" ]; then
+      log "llama-bench $m $t"
+      bash "$here/llama_bench_row.sh" "$ONEBIT_BENCH_LLAMA" "$f" "$m-$t" - "$reps" "$row" -ngl 99
+    fi
     for v in ${ONEBIT_BENCH_COMPARE:-}; do
       case $v in
         nographs) env=(ONEBIT_CUDA_GRAPHS=0) ;;

@@ -41,21 +41,6 @@ for t in $types; do
     row=$("$build/bin/e2e_bench" "$work/tinyllama-$t.gguf" --threads "$threads" --pp 512 --tg 128 --reps "$reps")
     echo "$row"
     [ -n "$llama" ] && [ "${t%-H32}" = "$t" ] || continue
-    # llama-bench's CSV: avg_ts and stddev_ts of the pp512 and tg128 tests
-    csv=$("$llama/bin/llama-bench" -m "$work/tinyllama-$t.gguf" -p 512 -n 128 -t "$threads" -r "$reps" -o csv 2>/dev/null)
-    read -r pp pp_sd tg tg_sd < <(echo "$csv" | python3 -c '
-import csv, sys
-rows = list(csv.DictReader(sys.stdin))
-pick = lambda key: next(r for r in rows if int(r[key]) > 0)
-pp, tg = pick("n_prompt"), pick("n_gen")
-print(pp["avg_ts"], pp["stddev_ts"], tg["avg_ts"], tg["stddev_ts"])')
-    roof=$(echo "$row" | awk -F'|' '{gsub(/ /, "", $9); print $9}')
-    echo "| tinyllama-$t | llama.cpp | $threads | $(printf '%.1f ± %.1f' "$pp" "$pp_sd") | $(printf '%.1f ± %.1f' "$tg" "$tg_sd") | | | $roof | $(python3 -c "print(f'{$tg / $roof:.0%}')") |"
-    echo "$row" | T="$t" PP="$pp" TG="$tg" python3 -c '
-import os, sys
-cells = [c.strip() for c in sys.stdin.read().split("|")]
-med = lambda cell: float(cell.split("/")[1])  # "best / median"
-t, pp, tg = os.environ["T"], float(os.environ["PP"]), float(os.environ["TG"])
-print(f"| tinyllama-{t} | 1bit / llama.cpp | {cells[3]} | {med(cells[4]) / pp:.2f}x | {med(cells[5]) / tg:.2f}x | | | | |")'
+    bash "$here/llama_bench_row.sh" "$llama" "$work/tinyllama-$t.gguf" "tinyllama-$t" "$threads" "$reps" "$row" -t "$threads"
   done
 done

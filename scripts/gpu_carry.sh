@@ -7,7 +7,9 @@
 # headers and libraries it links, pkgconf, unpacked with relocated .pc files and a pkg-config
 # wrapper), testdata/ (stories260K and the testdata README, copied to ../shared/testdata there by
 # env.sh), vocab/ (ggml-vocab-llama-spm.gguf, and the Llama 3 vocabulary made by
-# `1bit convert --vocab-only`, gzipped), env.sh.
+# `1bit convert --vocab-only`, gzipped), env.sh; deps/ is packed as deps.tgz (env.sh unpacks it into
+# $TMPDIR/onebit-cudahelper and sets ONEBIT_DEPS).
+# LLAMA_SRC=GIT_DIR also packs a pruned llama.cpp source as llama-src.tgz (bench/build_llama_cuda.sh).
 #   scripts/gpu_carry.sh [BUILD_DIR]     (BUILD_DIR with bin/1bit, default build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -50,14 +52,35 @@ cp "$shared/vocab/ggml-vocab-llama-spm.gguf" "$H/vocab/"
 "$build/bin/1bit" convert --vocab-only "$shared/tokenizers/llama3/tokenizer.json" "$H/vocab/llama3.gguf" >/dev/null 2>&1
 gzip -9 "$H/vocab/llama3.gguf"
 
+# A pruned llama.cpp source for bench/build_llama_cuda.sh (the side-by-side rows of gpu_bench.sh),
+# when LLAMA_SRC names a llama.cpp git repository (a `fetch` mirror will do): CMake files, ggml
+# (CPU and CUDA backends only), src, common, include and the examples but the server and the apps.
+if [ -n "${LLAMA_SRC:-}" ]; then
+  tmp=$(mktemp -d)
+  mkdir -p "$tmp/llama-src"
+  git -C "$LLAMA_SRC" archive HEAD CMakeLists.txt cmake ggml src common examples include pocs 2>/dev/null |
+    tar -x -C "$tmp/llama-src"
+  rm -rf "$tmp"/llama-src/examples/{server,llama.android,llama.swiftui} \
+    "$tmp"/llama-src/ggml/src/ggml-{kompute,opencl,cann,metal,sycl,vulkan}
+  tar -czf "$H/llama-src.tgz" -C "$tmp" llama-src
+  rm -rf "$tmp"
+fi
+
+# deps/ travels packed (about a third of its size) and env.sh unpacks it.
+tar -czf "$H/deps.tgz" -C "$H" deps
+rm -rf "$H/deps"
+
 cat >"$H/env.sh" <<'EOF'
 # source .cudahelper/env.sh on the GPU machine (made by scripts/gpu_carry.sh): the carried deps
 # on the paths CMake and pkg-config search, the test data where the tests look (../shared/testdata).
 H=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-export PATH=$H/deps/bin:$PATH
-export PKG_CONFIG_PATH=$H/deps/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
-export CMAKE_PREFIX_PATH=$H/deps/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}
-export LD_LIBRARY_PATH=$H/deps/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+D=${TMPDIR:-/tmp}/onebit-cudahelper  # deps unpacked outside the carried folder
+[ -d "$D/deps" ] || { mkdir -p "$D" && tar -xzf "$H/deps.tgz" -C "$D"; }
+export ONEBIT_DEPS=$D/deps
+export PATH=$D/deps/bin:$PATH
+export PKG_CONFIG_PATH=$D/deps/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
+export CMAKE_PREFIX_PATH=$D/deps/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}
+export LD_LIBRARY_PATH=$D/deps/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export ONEBIT_STORIES260K=$H/testdata/models/stories260K.gguf
 export ONEBIT_VOCAB_DIR=$H/vocab
 [ -f "$H/vocab/llama3.gguf" ] || gunzip -k "$H/vocab/llama3.gguf.gz"
