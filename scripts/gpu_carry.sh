@@ -82,8 +82,10 @@ export PKG_CONFIG_PATH=$D/deps/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH
 export CMAKE_PREFIX_PATH=$D/deps/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}
 export LD_LIBRARY_PATH=$D/deps/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export ONEBIT_STORIES260K=$H/testdata/models/stories260K.gguf
-export ONEBIT_VOCAB_DIR=$H/vocab
-[ -f "$H/vocab/llama3.gguf" ] || gunzip -k "$H/vocab/llama3.gguf.gz"
+mkdir -p "$D/vocab"  # the vocabularies beside the carried folder too (llama3.gguf unpacked there)
+[ -f "$D/vocab/llama3.gguf" ] || gunzip -c "$H/vocab/llama3.gguf.gz" >"$D/vocab/llama3.gguf"
+ln -sf "$H/vocab/ggml-vocab-llama-spm.gguf" "$D/vocab/ggml-vocab-llama-spm.gguf"
+export ONEBIT_VOCAB_DIR=$D/vocab
 R=$(cd "$H/.." && pwd)
 if [ ! -e "$R/../shared/testdata" ]; then mkdir -p "$R/../shared" && cp -r "$H/testdata" "$R/../shared/testdata"; fi
 EOF
