@@ -6,10 +6,10 @@
 set -euo pipefail
 src=${1:?usage: bench/build_llama_cuda.sh SOURCE [BUILD_DIR]}
 build=${2:-/tmp/llama-cuda}
-if [ -f "$src" ]; then
-  mkdir -p /tmp/llama-src-unpacked
+if [ -f "$src" ]; then  # a .tgz: unpacked afresh (a stale tree from an earlier one is not picked)
+  rm -rf /tmp/llama-src-unpacked && mkdir -p /tmp/llama-src-unpacked
   tar -xzf "$src" -C /tmp/llama-src-unpacked
-  src=$(find /tmp/llama-src-unpacked -maxdepth 2 -name CMakeLists.txt -path '*/CMakeLists.txt' -printf '%h\n' | head -1)
+  src=$(find /tmp/llama-src-unpacked -maxdepth 2 -name CMakeLists.txt -printf '%h\n' | sort | head -1)
 fi
 [ -f "$src/CMakeLists.txt" ] || { echo "build_llama_cuda: no llama.cpp source at $src" >&2; exit 2; }
 nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)

@@ -3163,14 +3163,14 @@ class CudaBackend final : public Backend {
     const char* e = std::getenv("ONEBIT_CUDA_PDL");
     return e == nullptr ? 1 : std::atoi(e);
   }();
-  // The decode products' pipelined loop (panel_dots_pipelined; ONEBIT_CUDA_PIPE=0: the loop of
-  // U units loaded, then multiplied).
   // One-row Q4_0 / Q8_0 products on integer dots with activations to 15 bits (stage_panel_x15);
   // ONEBIT_CUDA_X15=0: the float path.
   bool x15_ = [] {
     const char* e = std::getenv("ONEBIT_CUDA_X15");
     return e == nullptr || std::string(e) != "0";
   }();
+  // The decode products' pipelined loop (panel_dots_pipelined; ONEBIT_CUDA_PIPE=0: the loop of
+  // U units loaded, then multiplied).
   bool pipe_ = [] {
     const char* e = std::getenv("ONEBIT_CUDA_PIPE");
     return e == nullptr || std::string(e) != "0";
