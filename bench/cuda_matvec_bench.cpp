@@ -1,7 +1,5 @@
 // Decode matrix-vector on the CUDA backend (not a test): time per product and weight bytes per
-// second for the 8B shape's matrices, on the panel kernels (the default), the panels' integer
-// path for Q4_0 / Q8_0 / Q4_K (ONEBIT_CUDA_DP4A=1; other types: the same kernel as the default)
-// and the row kernels (ONEBIT_CUDA_PANELS=0), against the device copy bandwidth of the same run.
+// second for the 8B shape's matrices, on the panel kernels (the default) and the row kernels (ONEBIT_CUDA_PANELS=0), against the device copy bandwidth of the same run.
 // Weights are random bytes (timing only: the values do not change the work). Each timed step is
 // N products then synchronize(), repeated, so after the first two steps it runs from a CUDA graph.
 // With --rows R (R > 1) it times prompt-sized products instead: R activation rows against each
@@ -112,28 +110,26 @@ int run(int argc, char** argv) {
   const double copy_gbs = cuda_copy_bandwidth_gbs(device, size_t(1) << 30, 5, &why);
   if (copy_gbs <= 0) return std::fprintf(stderr, "%s\n", why.c_str()), 1;
   std::printf("copy bandwidth %.1f GB/s (read + write)\n", copy_gbs);
-  std::printf("| type | matrix | MB | panels us | panels GB/s | of copy | dp4a panels us | dp4a GB/s | rows us | rows GB/s | panels / rows |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
+  std::printf("| type | matrix | MB | panels us | panels GB/s | of copy | rows us | rows GB/s | panels / rows |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|\n");
   for (GgmlType type : kTypes) {
     for (const Shape& sh : kShapes) {
       const auto w = random_weight(type, sh);
       const size_t bytes = w.size();
-      // variant 0: panels (default, float path), 1: panels, integer (dp4a) path, 2: row kernels
-      double us[3] = {0, 0, 0};
-      for (int v = 0; v < 3; ++v) {
-        setenv("ONEBIT_CUDA_PANELS", v == 2 ? "0" : "1", 1);
-        setenv("ONEBIT_CUDA_DP4A", v == 1 ? "1" : "0", 1);
+      // variant 0: panels (the default), 1: row kernels
+      double us[2] = {0, 0};
+      for (int v = 0; v < 2; ++v) {
+        setenv("ONEBIT_CUDA_PANELS", v == 1 ? "0" : "1", 1);
         const double s = time_product(device, type, sh, w, 1, reps, n_per_step, &why);
         if (s < 0) return std::fprintf(stderr, "%s\n", why.c_str()), 1;
         us[v] = s * 1e6;
       }
       unsetenv("ONEBIT_CUDA_PANELS");
-      unsetenv("ONEBIT_CUDA_DP4A");
       const double mb = bytes / 1e6;
       auto gbs = [&](double t) { return mb / t * 1e3; };
-      std::printf("| %s | %s | %.1f | %.2f | %.0f | %.0f%% | %.2f | %.0f | %.2f | %.0f | %.2fx |\n",
+      std::printf("| %s | %s | %.1f | %.2f | %.0f | %.0f%% | %.2f | %.0f | %.2fx |\n",
                   ggml_type_name(uint32_t(type)).c_str(), sh.name, mb, us[0], gbs(us[0]), 100 * gbs(us[0]) / copy_gbs,
-                  us[1], gbs(us[1]), us[2], gbs(us[2]), us[2] / us[0]);
+                  us[1], gbs(us[1]), us[1] / us[0]);
       std::fflush(stdout);
     }
   }

@@ -7,7 +7,8 @@
 # carried dependencies and test data).
 #   bench/gpu.sh [--bench] [BUILD_DIR]      (default build-gpu)
 # --bench also builds e2e_bench and cuda_matvec_bench, makes the benchmark models while the tests
-# and cuda_matvec_bench run, then prints the decode matrix-vector table, the prompt-sized product
+# and cuda_matvec_bench run, then prints what one read-only kernel reaches (cuda_read_bench), the
+# decode matrix-vector table, the prompt-sized product
 # table (tensor cores against float tiles) and the CUDA benchmark table with its concurrency rows (bench/gpu_bench.sh: models in $ONEBIT_BENCH_WORK, default /tmp/onebit-gpu-bench; REPS from
 # $ONEBIT_BENCH_REPS, default 3; comparison rows from $ONEBIT_BENCH_COMPARE) after the test
 # summary; the exit code is still the tests'.
@@ -78,6 +79,9 @@ echo "backend_ops: $(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$LOGS/backend_ops.l
 echo "cuda_model:  $(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$LOGS/cuda_model.log" | tr '\n' ' ') rc=$model_rc"
 echo "engine:      $(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$LOGS/engine.log" | tr '\n' ' ') rc=$engine_rc"
 if [ $BENCH = 1 ]; then
+  echo "=== one read-only kernel, cold (bench/cuda_read_bench.cu): the floor of a decode product ==="
+  nvcc -O3 -arch=sm_90 -std=c++17 bench/cuda_read_bench.cu -o "$BUILD/bin/cuda_read_bench" &&
+    "$BUILD/bin/cuda_read_bench" | tee "$LOGS/read.md"
   echo "=== decode matrix-vector (cuda_matvec_bench) ==="
   "$BUILD/bin/cuda_matvec_bench" --reps 10 | tee "$LOGS/matvec.md"
   echo "=== prompt-sized products, tensor cores against float tiles (cuda_matvec_bench --rows 512) ==="

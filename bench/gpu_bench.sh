@@ -11,9 +11,9 @@
 # ONEBIT_BENCH_MODELS="tinyllama llama3-8b" (the default; "qwen3moe" adds the 4-layer
 # Qwen3-30B-A3B-shaped mixture of experts, with qwen3.gguf: `1bit convert --vocab-only
 # ../shared/testdata/tokenizers/qwen3 qwen3.gguf`) and ONEBIT_BENCH_TYPES="F16 Q8_0 Q4_0 Q4_K_M" pick rows;
-# ONEBIT_BENCH_MAKE_ONLY=1 makes the models and stops. ONEBIT_BENCH_COMPARE="nographs dp4a baseline"
+# ONEBIT_BENCH_MAKE_ONLY=1 makes the models and stops. ONEBIT_BENCH_COMPARE="nographs nox15 baseline"
 # adds decode rows per model (no pp) with ONEBIT_CUDA_GRAPHS=0 (op by op launches), with
-# ONEBIT_CUDA_DP4A=1 ("dp4a": the panels' integer path for Q4_0 / Q8_0 / Q4_K) and with
+# ONEBIT_CUDA_X15=0 ("nox15": one-row Q4_0 / Q8_0 products on the float path) and with
 # ONEBIT_CUDA_GRAPHS=0 ONEBIT_CUDA_PANELS=0 (also the row kernels: the backend before issue 17's
 # decode work), and "nomma" prompt rows (pp512, tg16) with ONEBIT_CUDA_MMA=0 (float tiles instead
 # of tensor cores), "nopdl" with ONEBIT_CUDA_PDL=0 (no panel product launched before the kernel
@@ -75,7 +75,7 @@ for m in $models; do
     for v in ${ONEBIT_BENCH_COMPARE:-}; do
       case $v in
         nographs) env=(ONEBIT_CUDA_GRAPHS=0) ;;
-        dp4a) [ "$t" = F16 ] && continue; env=(ONEBIT_CUDA_DP4A=1) ;;
+        nox15) [ "$t" = F16 ] && continue; env=(ONEBIT_CUDA_X15=0) ;;
         baseline) env=(ONEBIT_CUDA_GRAPHS=0 ONEBIT_CUDA_PANELS=0) ;;
         nopdl) env=(ONEBIT_CUDA_PDL=0) ;;
         nopipe) env=(ONEBIT_CUDA_PIPE=0) ;;

@@ -1270,184 +1270,6 @@ size_t panel_smem_bytes(int64_t n_units) {
   return (size_t(n_units) * PanelFmt<T>::E + (T == kQ4_K ? size_t(n_units) * 8 : 0) + kPanelThreadsMax) * sizeof(float);
 }
 
-// ---- the same on integer dot products, for 4- and 8-bit weights (off by default) ----
-//
-// Q4_0, Q8_0 and Q4_K decode on the float path above reaches only 45-75% of the copy bandwidth
-// (a mask, a subtract and a multiply-add per weight: we took it for issue-bound). This path was
-// the attempt to cut the instructions per weight; measured, it is slower (the dp4a are not
-// cheaper, and each block re-derives the digits of all of x), so ONEBIT_CUDA_DP4A=1 turns it on
-// and the float path is the default. Here each 32 activations x are written as exact-enough
-// integers, X = round(x * 4194303 / max|x|) (22 bits and a sign: the error of s * X against x is
-// at most 2^-23 of the chunk's largest |x|, so the products keep float accuracy, far inside the
-// 1e-9 nmse budget; this is not the Q8 rounding of the CPU backend), cut into three signed
-// bytes X = X2 * 2^16 + X1 * 2^8 + X0 (each in -128..127), so that one dp4a multiplies four weight
-// bytes by four activation digits: 3 dp4a per 4 weights, the sums exact in int32. Per chunk of 32:
-// the three digit planes (96 bytes), the scale s = max|x| / 4194303 and sum(X) (for the -8 of
-// Q4_0 and the mins of Q4_K) in shared memory.
-constexpr float kDigMax = 4194303.f;
-
-// sum_i q_i * X_i of one 32-element chunk, from its three digit sums: S2 * 65536 + S1 * 256 + S0.
-__device__ __forceinline__ float dig_total(int s0, int s1, int s2, int offset) {
-  return fmaf(float(s2), 65536.f, float(s1 * 256 + s0 - offset));
-}
-
-template <int T>
-__device__ __forceinline__ float panel_unit_dot_dig(const uint4 (&q)[PanelFmt<T>::CH], uint32_t tail,
-                                                    const uint4* __restrict__ dig, const float* __restrict__ xscale,
-                                                    const int* __restrict__ xsum) {
-  // dig: the unit's chunks, 6 uint4 each (plane k: elements 0..15 at 2k, 16..31 at 2k + 1).
-  if constexpr (T == kQ4_0) {
-    int s[3] = {0, 0, 0};
-#pragma unroll
-    for (int k = 0; k < 3; ++k) {
-      const uint4 xa = dig[2 * k], xb = dig[2 * k + 1];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const uint32_t w = word_of(q[0], i);
-        s[k] = __dp4a(int(w & 0x0F0F0F0Fu), int(word_of(xa, i)), s[k]);
-        s[k] = __dp4a(int((w >> 4) & 0x0F0F0F0Fu), int(word_of(xb, i)), s[k]);
-      }
-    }
-    return h2f_bits(tail) * xscale[0] * dig_total(s[0], s[1], s[2], 8 * xsum[0]);
-  } else if constexpr (T == kQ8_0) {
-    int s[3] = {0, 0, 0};
-#pragma unroll
-    for (int k = 0; k < 3; ++k) {
-#pragma unroll
-      for (int c = 0; c < 2; ++c) {
-        const uint4 xv = dig[2 * k + c];
-#pragma unroll
-        for (int i = 0; i < 4; ++i) s[k] = __dp4a(int(word_of(q[c], i)), int(word_of(xv, i)), s[k]);
-      }
-    }
-    return h2f_bits(tail) * xscale[0] * dig_total(s[0], s[1], s[2], 0);
-  } else if constexpr (T == kQ4_K) {
-    const float d = h2f_bits(q[0].x & 0xFFFFu), dmin = h2f_bits(q[0].x >> 16);
-    uint32_t sb[12];
-#pragma unroll
-    for (int j = 0; j < 12; ++j) sb[j] = (word_of(q[0], 1 + j / 4) >> (8 * (j % 4))) & 0xFFu;
-    float sum = 0.f;
-#pragma unroll
-    for (int p = 0; p < 4; ++p) {
-      int lo[3] = {0, 0, 0}, hi[3] = {0, 0, 0};
-      const uint4* xl = dig + 6 * (2 * p);
-      const uint4* xh = dig + 6 * (2 * p + 1);
-#pragma unroll
-      for (int hc = 0; hc < 2; ++hc) {
-        const uint4 c = q[1 + 2 * p + hc];
-#pragma unroll
-        for (int k = 0; k < 3; ++k) {
-          const uint4 a = xl[2 * k + hc], b = xh[2 * k + hc];
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            const uint32_t w = word_of(c, i);
-            lo[k] = __dp4a(int(w & 0x0F0F0F0Fu), int(word_of(a, i)), lo[k]);
-            hi[k] = __dp4a(int((w >> 4) & 0x0F0F0F0Fu), int(word_of(b, i)), hi[k]);
-          }
-        }
-      }
-      const int j0 = 2 * p, j1 = 2 * p + 1;
-      int sc0, m0, sc1, m1;
-      if (j0 < 4) { sc0 = sb[j0] & 63; m0 = sb[j0 + 4] & 63; }
-      else { sc0 = (sb[j0 + 4] & 0xF) | ((sb[j0 - 4] >> 6) << 4); m0 = (sb[j0 + 4] >> 4) | ((sb[j0] >> 6) << 4); }
-      if (j1 < 4) { sc1 = sb[j1] & 63; m1 = sb[j1 + 4] & 63; }
-      else { sc1 = (sb[j1 + 4] & 0xF) | ((sb[j1 - 4] >> 6) << 4); m1 = (sb[j1 + 4] >> 4) | ((sb[j1] >> 6) << 4); }
-      sum = fmaf(d * float(sc0) * xscale[j0], dig_total(lo[0], lo[1], lo[2], 0), sum);
-      sum = fmaf(d * float(sc1) * xscale[j1], dig_total(hi[0], hi[1], hi[2], 0), sum);
-      sum = fmaf(-(dmin * float(m0)) * xscale[j0], float(xsum[j0]), sum);
-      sum = fmaf(-(dmin * float(m1)) * xscale[j1], float(xsum[j1]), sum);
-    }
-    return sum;
-  } else {
-    static_assert(T < 0, "no integer panel path");
-    return 0.f;
-  }
-}
-
-constexpr bool has_dig_path(int t) { return t == kQ4_0 || t == kQ8_0 || t == kQ4_K; }
-
-// panel_matvec_kernel on integer dot products. Shared memory: the digit planes (n_chunks * 96
-// bytes), the scales and sums of X (n_chunks floats and ints), the warps' partial sums.
-template <int T>
-__global__ void __launch_bounds__(kPanelThreads) panel_matvec_dig_kernel(const uint8_t* __restrict__ panel,
-                                                                         const float* __restrict__ x,
-                                                                         float* __restrict__ out, int64_t m,
-                                                                         int64_t n_units) {
-  pdl_start();
-  using F = PanelFmt<T>;
-  constexpr size_t UB = panel_unit_bytes<T>();
-  constexpr int CPU = F::E / 32;  // chunks per unit
-  extern __shared__ uint4 dig_smem[];
-  const int64_t n_chunks = n_units * CPU;
-  uint8_t* dig = reinterpret_cast<uint8_t*>(dig_smem);
-  float* xscale = reinterpret_cast<float*>(dig + n_chunks * 96);
-  int* xsum = reinterpret_cast<int*>(xscale + n_chunks);
-  float* red = reinterpret_cast<float*>(xsum + n_chunks);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t u0 = n_units * warp / kPanelWarps, u1 = n_units * (warp + 1) / kPanelWarps;
-  for (int64_t c = u0 * CPU; c < u1 * CPU; ++c) {
-    const float v = x[c * 32 + lane];  // block types: k is whole chunks
-    float mx = fabsf(v);
-    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-    const float inv = mx > 0.f ? kDigMax / mx : 0.f;
-    const int X = max(-4194303, min(4194303, __float2int_rn(v * inv)));
-    const int x0 = ((X + 128) & 255) - 128;
-    const int r = (X - x0) >> 8;
-    const int x1 = ((r + 128) & 255) - 128;
-    const int x2 = (r - x1) >> 8;
-    uint8_t* cd = dig + c * 96 + lane;
-    cd[0] = uint8_t(x0);
-    cd[32] = uint8_t(x1);
-    cd[64] = uint8_t(x2);
-    const int sx = __reduce_add_sync(0xffffffffu, X);
-    if (lane == 0) {
-      xscale[c] = mx / kDigMax;
-      xsum[c] = sx;
-    }
-  }
-  __syncwarp();
-  const uint8_t* base = panel + size_t(blockIdx.x) * size_t(n_units) * UB + 16 * lane;
-  const uint4* dig4 = reinterpret_cast<const uint4*>(dig);
-  float acc = 0.f;
-  for (int64_t u = u0; u < u1; u += F::U) {
-    uint4 q[F::U][F::CH];
-    uint32_t tail[F::U];
-    load_panel_units<T>(base, u, u1, q, tail);
-#pragma unroll
-    for (int i = 0; i < F::U; ++i) {
-      if (u + i < u1) {
-        const int64_t c0 = (u + i) * CPU;
-        acc += panel_unit_dot_dig<T>(q[i], tail[i], dig4 + c0 * 6, xscale + c0, xsum + c0);
-      }
-    }
-  }
-  red[warp * 32 + lane] = acc;
-  __syncthreads();
-  if (warp == 0) {
-    float s = 0.f;
-#pragma unroll
-    for (int w = 0; w < kPanelWarps; ++w) s += red[w * 32 + lane];
-    const int64_t r = int64_t(blockIdx.x) * 32 + lane;
-    if (r < m) out[r] = s;
-  }
-}
-
-// The integer kernel of type T, or nullptr (a template: the discarded branch names no kernel).
-template <int T>
-const void* panel_dig_kernel_ptr() {
-  if constexpr (has_dig_path(T)) {
-    return reinterpret_cast<const void*>(&panel_matvec_dig_kernel<T>);
-  } else {
-    return nullptr;
-  }
-}
-
-template <int T>
-size_t panel_dig_smem_bytes(int64_t n_units) {
-  const size_t n_chunks = size_t(n_units) * (PanelFmt<T>::E / 32);
-  return n_chunks * (96 + 4 + 4) + kPanelThreads * sizeof(float);
-}
-
 bool has_panel_format(GgmlType t) {
   return t == GgmlType::kF16 || t == GgmlType::kQ4_0 || t == GgmlType::kQ8_0 || t == GgmlType::kQ4_K ||
          t == GgmlType::kQ6_K;
@@ -2901,9 +2723,6 @@ class CudaBackend final : public Backend {
                                      cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMatvecSmemLimit)));
         CUDA_OK(cudaFuncSetAttribute(reinterpret_cast<const void*>(&moe_panel_grouped_kernel<T>),
                                      cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMatvecSmemLimit)));
-        if (const void* dk = panel_dig_kernel_ptr<T>(); dk != nullptr) {
-          CUDA_OK(cudaFuncSetAttribute(dk, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMatvecSmemLimit)));
-        }
       });
       panel_smem_set_[t & 31] = true;
     }
@@ -2994,15 +2813,6 @@ class CudaBackend final : public Backend {
                                      cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMatvecSmemLimit)));
         panel_smem_set_[int(w.type) & 31] = true;
       }
-      if (const void* dk = panel_dig_kernel_ptr<T>(); dk != nullptr && dig_) {
-        const uint8_t* pp = b->panel;
-        int64_t mm = w.n_rows, nu = n_units;
-        void* args[] = {&pp, &x, &out, &mm, &nu};
-        CUDA_OK(cudaLaunchKernel(dk, dim3(blocks_for(w.n_rows, 32)), dim3(kPanelThreads), args,
-                                 panel_dig_smem_bytes<T>(n_units), stream_));
-        CUDA_LAUNCHED();
-        break;
-      }
       const unsigned blocks = blocks_for(w.n_rows, 32);
       const int threads = panel_threads(blocks);
       launch_panel(&panel_matvec_kernel<T>, blocks, shm, threads, b->panel, x, out, w.n_rows, w.n_cols, n_units,
@@ -3026,7 +2836,7 @@ class CudaBackend final : public Backend {
   // products for one row: one goes to panel_matvec), every weight with its whole panel copy, of one
   // type and width (no rotation, float path).
   bool panel_segs_apply(const Tensor& x, const Products& p) const {
-    if (x.n_rows < 1 || x.n_rows > panel_rows_max_ || p.n < 1 || (x.n_rows == 1 && p.n < 2) || dig_) return false;
+    if (x.n_rows < 1 || x.n_rows > panel_rows_max_ || p.n < 1 || (x.n_rows == 1 && p.n < 2)) return false;
     for (int32_t i = 0; i < p.n; ++i) {
       const Tensor& w = p.w[i];
       const CudaBuffer* b = static_cast<const CudaBuffer*>(w.buffer);
@@ -3137,13 +2947,6 @@ class CudaBackend final : public Backend {
   size_t staged_ = 0;
   std::vector<HostRead> reads_;
   bool panel_smem_set_[32] = {};  // panel_matvec_kernel<type> allowed more than 48 KiB
-  // Q4_0 / Q8_0 / Q4_K panels on integer dot products: off unless ONEBIT_CUDA_DP4A=1. Measured on
-  // the H200 (docs/cuda.md) it is slower than the float path (8B Q4_0 decode 168 against 231
-  // tok/s), so the float path is the default; kept, tested by its op tests when on, for the record.
-  bool dig_ = [] {
-    const char* e = std::getenv("ONEBIT_CUDA_DP4A");
-    return e != nullptr && std::string(e) == "1";
-  }();
   // Panel copies of F16 / Q4_0 / Q8_0 / Q4_K / Q6_K weights (ONEBIT_CUDA_PANELS=0 turns them off,
   // for comparisons: decode then runs on the row kernels).
   bool panels_ = [] {
