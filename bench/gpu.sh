@@ -80,7 +80,8 @@ echo "cuda_model:  $(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$LOGS/cuda_model.lo
 echo "engine:      $(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$LOGS/engine.log" | tr '\n' ' ') rc=$engine_rc"
 if [ $BENCH = 1 ]; then
   echo "=== one read-only kernel, cold (bench/cuda_read_bench.cu): the floor of a decode product ==="
-  nvcc -O3 -arch=sm_90 -std=c++17 bench/cuda_read_bench.cu -o "$BUILD/bin/cuda_read_bench" &&
+  "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)" -O3 -arch=sm_90 -std=c++17 bench/cuda_read_bench.cu \
+    -o "$BUILD/bin/cuda_read_bench" &&
     "$BUILD/bin/cuda_read_bench" | tee "$LOGS/read.md"
   echo "=== decode matrix-vector (cuda_matvec_bench) ==="
   "$BUILD/bin/cuda_matvec_bench" --reps 10 | tee "$LOGS/matvec.md"
