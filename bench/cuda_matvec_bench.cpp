@@ -1,5 +1,6 @@
 // Decode matrix-vector on the CUDA backend (not a test): time per product and weight bytes per
-// second for the 8B shape's matrices, on the panel kernels (the default) and the row kernels (ONEBIT_CUDA_PANELS=0), against the device copy bandwidth of the same run.
+// second for the 8B shape's matrices, on the panel kernels (the default) and the row kernels
+// (ONEBIT_CUDA_PANELS=0), against the device copy bandwidth of the same run.
 // Weights are random bytes (timing only: the values do not change the work). Each timed step is
 // N products then synchronize(), repeated, so after the first two steps it runs from a CUDA graph.
 // With --rows R (R > 1) it times prompt-sized products instead: R activation rows against each

@@ -75,7 +75,7 @@ for m in $models; do
     for v in ${ONEBIT_BENCH_COMPARE:-}; do
       case $v in
         nographs) env=(ONEBIT_CUDA_GRAPHS=0) ;;
-        nox15) [ "$t" = F16 ] && continue; env=(ONEBIT_CUDA_X15=0) ;;
+        nox15) [ "$t" = Q4_0 ] || [ "$t" = Q8_0 ] || continue; env=(ONEBIT_CUDA_X15=0) ;;
         baseline) env=(ONEBIT_CUDA_GRAPHS=0 ONEBIT_CUDA_PANELS=0) ;;
         nopdl) env=(ONEBIT_CUDA_PDL=0) ;;
         nopipe) env=(ONEBIT_CUDA_PIPE=0) ;;
