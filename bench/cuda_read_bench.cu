@@ -15,44 +15,35 @@ namespace {
 
 __device__ unsigned g_sink;  // keeps the loads (never written in practice)
 
-// Warp w reads uint4s [w * per, (w + 1) * per) of p (those below n), U loads in flight a lane.
+// This lane's share of the len uint4s at b (lane l: l, l + 32, ...), U loads in flight, folded
+// into a value the caller keeps.
 template <int U>
-__global__ void read_regions(const uint4* __restrict__ p, size_t per, size_t n) {
-  const size_t w = (size_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-  const int lane = threadIdx.x % 32;
-  const uint4* b = p + w * per;
+__device__ unsigned read_span(const uint4* __restrict__ b, size_t len) {
   unsigned acc = 0;
-  for (size_t i = lane; i < per; i += 32 * U) {
+  for (size_t i = threadIdx.x % 32; i < len; i += 32 * U) {
     uint4 v[U];
 #pragma unroll
-    for (int j = 0; j < U; ++j) {
-      const size_t e = i + 32 * j;
-      v[j] = e < per && w * per + e < n ? __ldg(b + e) : make_uint4(0, 0, 0, 0);
-    }
+    for (int j = 0; j < U; ++j) v[j] = i + 32 * j < len ? __ldg(b + i + 32 * j) : make_uint4(0, 0, 0, 0);
 #pragma unroll
     for (int j = 0; j < U; ++j) acc ^= v[j].x ^ v[j].w;
   }
+  return acc;
+}
+
+// Warp w reads uint4s [w * per, (w + 1) * per) of p (those below n).
+template <int U>
+__global__ void read_regions(const uint4* __restrict__ p, size_t per, size_t n) {
+  const size_t w = (size_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32, first = w * per;
+  const unsigned acc = first < n ? read_span<U>(p + first, first + per <= n ? per : n - first) : 0;
   if (acc == 0x9e3779b9u) g_sink = acc;
 }
 
 // Chunks of `chunk` uint4s: warp w reads chunks w, w + W, ... (all warps sweep the buffer together).
 __global__ void read_sweep(const uint4* __restrict__ p, size_t n, size_t chunk) {
   const size_t W = size_t(gridDim.x) * blockDim.x / 32;
-  const size_t w = (size_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-  const int lane = threadIdx.x % 32;
   unsigned acc = 0;
-  for (size_t c = w; c * chunk < n; c += W) {
-    const uint4* b = p + c * chunk;
-    for (size_t i = lane; i < chunk; i += 32 * 8) {
-      uint4 v[8];
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        const size_t e = i + 32 * j;
-        v[j] = e < chunk && c * chunk + e < n ? __ldg(b + e) : make_uint4(0, 0, 0, 0);
-      }
-#pragma unroll
-      for (int j = 0; j < 8; ++j) acc ^= v[j].x ^ v[j].w;
-    }
+  for (size_t c = (size_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32; c * chunk < n; c += W) {
+    acc ^= read_span<8>(p + c * chunk, c * chunk + chunk <= n ? chunk : n - c * chunk);
   }
   if (acc == 0x9e3779b9u) g_sink = acc;
 }
