@@ -160,11 +160,13 @@ TEST_P(BackendOpsTest, MatmulEveryTypeOddShapes) {
     struct Shape {
       int64_t k, m, n;
     };
-    const int64_t wide = is_float(type) ? 16383 : 16384;
+    // k = 160 / 512 (whole 32-blocks for every type, F16 too) with m = 131, n = 129: CUDA's fp16 GEMM
+    // for 128+ rows (gemm_f16.cuh), one whole and one partial tile both ways.
+    const int64_t wide = is_float(type) ? 16383 : 16384, k32 = blk == 256 ? 512 : 160;
     for (const Shape& sh : {Shape{ks[0], 67, 1}, Shape{ks[0], 67, 3}, Shape{ks[0], 67, 17}, Shape{ks[0], 67, 64},
                             Shape{ks[1], 67, 1}, Shape{ks[1], 67, 3}, Shape{ks[1], 67, 17}, Shape{ks[1], 67, 64},
                             Shape{ks[1], 259, 200}, Shape{ks[1], 96, 3}, Shape{ks[1], 96, 8}, Shape{ks[1], 96, 12},
-                            Shape{ks[0], 67, 16}, Shape{wide, 32, 5}}) {
+                            Shape{ks[0], 67, 16}, Shape{wide, 32, 5}, Shape{k32, 131, 129}}) {
       const int64_t k = sh.k, m = sh.m, n = sh.n;
       const auto bytes = quantized(type, m, k, 7);
       const double budget = matmul_budget(bname(), type, n);

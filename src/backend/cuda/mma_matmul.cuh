@@ -58,23 +58,27 @@ __device__ __forceinline__ void store_half8(__half* dst, const float* v) {
                                               pack_half2(v[4], v[5]), pack_half2(v[6], v[7]));
 }
 
-// scale[r] = a power of two that brings row r's largest |x| into [2^13, 2^14) (1 for a zero or
-// non-finite row), so that x / scale never overflows fp16 (65504) nor falls into its subnormals;
-// dividing and multiplying back by a power of two is exact. A block of 256 threads per row.
-__global__ void __launch_bounds__(256) mma_row_scale_kernel(const float* __restrict__ x, size_t x_stride, int64_t k,
-                                                            float* __restrict__ scale) {
-  __shared__ float part[8];
-  const float* xr = x + size_t(blockIdx.x) * x_stride;
+// The power of two that brings a row's largest |x| into [2^13, 2^14) (1 for a zero or non-finite
+// row), so that x / scale never overflows fp16 (65504) nor falls into its subnormals; dividing and
+// multiplying back by a power of two is exact. The whole block's threads call it (at most 256);
+// part holds a float per warp.
+__device__ __forceinline__ float row_pow2_scale(const float* __restrict__ xr, int64_t k, float* part) {
   float m = 0.f;
   for (int64_t i = threadIdx.x; i < k; i += blockDim.x) m = fmaxf(m, fabsf(xr[i]));
   for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
   if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = m;
   __syncthreads();
-  if (threadIdx.x == 0) {
-    float amax = 0.f;
-    for (int w = 0; w < 8; ++w) amax = fmaxf(amax, part[w]);
-    scale[blockIdx.x] = amax > 0.f && isfinite(amax) ? ldexpf(1.f, ilogbf(amax) - 13) : 1.f;
-  }
+  float amax = 0.f;
+  for (int w = 0; w < int(blockDim.x / 32); ++w) amax = fmaxf(amax, part[w]);
+  return amax > 0.f && isfinite(amax) ? ldexpf(1.f, ilogbf(amax) - 13) : 1.f;
+}
+
+// scale[r] = row_pow2_scale of row r. A block of 256 threads per row.
+__global__ void __launch_bounds__(256) mma_row_scale_kernel(const float* __restrict__ x, size_t x_stride, int64_t k,
+                                                            float* __restrict__ scale) {
+  __shared__ float part[8];
+  const float s = row_pow2_scale(x + size_t(blockIdx.x) * x_stride, k, part);
+  if (threadIdx.x == 0) scale[blockIdx.x] = s;
 }
 
 // x_vec: x's rows start 16-byte aligned and k % 16 == 0, so a thread's 16 activations of a k-step
