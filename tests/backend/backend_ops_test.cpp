@@ -8,7 +8,8 @@
 //   get_rows, add, copy, store_kv: 0 (bit-exact: the same float operations as the reference);
 //   rms_norm, rope: 1e-12 (float roundings of double-accumulated values);
 //   swiglu, softmax: 1e-11 (vectorized / device exp, a few ulp);
-//   attention, paged_attention: 1e-10 (float online softmax and dot products);
+//   attention, paged_attention: 1e-10 (float online softmax and dot products); CUDA's tiles of
+//   prompt rows on tensor cores (fp16 q, k, v, p): 1e-6;
 //   moe_route: 1e-11 and the same expert ids; moe_combine: 1e-12; sigmoid_mul: 1e-11;
 //   moe_matmul: matmul's budgets; ssm_conv: 1e-12 (its states exact);
 //   gated_delta_rule: 1e-10 (float, chunked for long runs, against the double token loop);
@@ -555,6 +556,51 @@ TEST_P(BackendOpsTest, PagedAttentionF32AndF16Pools) {
               b.write(t, tables.data());
               b.paged_attention(input_view(b, n, qc, q), kp, vp, upload_i32(b, pos), upload_i32(b, seq), t, o, p);
             }, 1e-10);
+    }
+  }
+}
+
+// Prompt-sized batches (CUDA: tiles of 64 rows of one sequence's consecutive positions run on
+// tensor cores, flash_attn.cuh, budget 1e-6 for its fp16 roundings; other tiles on the float path):
+// 206 rows of four sequences with GQA (8 heads, 2 kv heads), 16-row blocks over a shuffled pool:
+// sequence 0 positions 0..99 (rows 0..99: one whole tile, one shared with sequence 1), sequence 1
+// 30..59 after a cached prefix, five decode rows of sequence 2, sequence 3 10..80 (its last tile
+// partial, 14 rows).
+TEST_P(BackendOpsTest, PagedAttentionPromptTiles) {
+  for (GgmlType pool_type : {GgmlType::kF32, GgmlType::kF16}) {
+    for (int head_dim : {64, 128}) {
+      PagedAttentionParams p;
+      p.n_heads = 8, p.n_kv_heads = 2, p.head_dim = head_dim, p.block_size = 16;
+      p.scale = 1.0f / std::sqrt(float(head_dim));
+      const int64_t qc = p.n_heads * head_dim, kc = p.n_kv_heads * head_dim;
+      const int64_t max_blocks = 7, n_seqs = 4, n_blocks = n_seqs * max_blocks + 3, pool_rows = n_blocks * p.block_size;
+      std::vector<int32_t> blocks(n_blocks);
+      std::iota(blocks.begin(), blocks.end(), 0);
+      std::shuffle(blocks.begin(), blocks.end(), std::mt19937(11));
+      std::vector<int32_t> tables(blocks.begin(), blocks.begin() + n_seqs * max_blocks);
+      std::vector<int32_t> pos, seq;
+      auto run = [&](int32_t s, int32_t first, int32_t last) {
+        for (int32_t v = first; v <= last; ++v) pos.push_back(v), seq.push_back(s);
+      };
+      run(0, 0, 99);
+      run(1, 30, 59);
+      for (int32_t v : {70, 3, 101, 64, 0}) pos.push_back(v), seq.push_back(2);
+      run(3, 10, 80);
+      const int64_t n = int64_t(pos.size());
+      const auto q = random_floats(size_t(n * qc), 63), kv = random_floats(size_t(2 * pool_rows * kc), 64);
+      std::vector<uint16_t> kv16(kv.size());
+      for (size_t i = 0; i < kv.size(); ++i) kv16[i] = fp32_to_fp16(kv[i]);
+      check(std::string("paged_attention tiles ") + ggml_type_name(uint32_t(pool_type)) +
+                " hd=" + std::to_string(head_dim) + " n=" + std::to_string(n),
+            n, qc, [&](Backend& b, const Tensor& o) {
+              Tensor kp = b.alloc(pool_type, pool_rows, kc).value(), vp = b.alloc(pool_type, pool_rows, kc).value();
+              const bool h = pool_type == GgmlType::kF16;
+              b.write(kp, h ? static_cast<const void*>(kv16.data()) : kv.data());
+              b.write(vp, h ? static_cast<const void*>(kv16.data() + pool_rows * kc) : kv.data() + pool_rows * kc);
+              Tensor t = b.alloc(GgmlType::kI32, n_seqs, max_blocks).value();
+              b.write(t, tables.data());
+              b.paged_attention(input_view(b, n, qc, q), kp, vp, upload_i32(b, pos), upload_i32(b, seq), t, o, p);
+            }, bname() == "cuda" ? 1e-6 : 1e-10);
     }
   }
 }

@@ -37,6 +37,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/dequant.cuh"
+#include "backend/cuda/flash_attn.cuh"
 #include "backend/cuda/gemm_f16.cuh"
 #include "backend/cuda/mma_matmul.cuh"
 #include "base/check.h"
@@ -582,6 +583,8 @@ struct AttnArgs {
   int32_t block_size;
   int32_t first_pos;
   int* err;
+  int64_t n_rows;         // paged: the batch's rows
+  bool skip_flash_tiles;  // paged: leave the tiles flash_attn_kernel takes (flash_tile_uniform)
 };
 
 // One block (kAttnWarps warps) per (head, query row): online softmax over the row's keys, warp w
@@ -597,6 +600,10 @@ __global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(AttnArgs a) 
   int64_t n_keys;
   int32_t seq = 0;
   if constexpr (PAGED) {
+    if (a.skip_flash_tiles && flash_tile_uniform(a.seq_ids, a.positions, a.n_rows, i / kFlashRows * kFlashRows,
+                                                 a.n_seqs, a.max_blocks, a.block_size)) {
+      return;
+    }
     seq = a.seq_ids[i];
     const int32_t pos = a.positions[i];
     if (seq < 0 || seq >= a.n_seqs || pos < 0 || pos / a.block_size >= a.max_blocks) {
@@ -2405,7 +2412,8 @@ class CudaBackend final : public Backend {
     a.positions = iptr(positions), a.seq_ids = iptr(seq_ids), a.tables = iptr(block_tables);
     a.table_stride = block_tables.row_stride_bytes / sizeof(int32_t);
     a.n_seqs = block_tables.n_rows, a.max_blocks = block_tables.n_cols, a.n_pool_rows = k_pool.n_rows;
-    a.block_size = p.block_size, a.err = err_;
+    a.block_size = p.block_size, a.err = err_, a.n_rows = q.n_rows;
+    a.skip_flash_tiles = flash_attention(a, p.head_dim, k_pool.type == GgmlType::kF16);
     const dim3 grid(unsigned(p.n_heads), unsigned(q.n_rows));
     if (k_pool.type == GgmlType::kF16) {
       launch(&attention_kernel<true, true>, dim3(grid), dim3(kAttnWarps * 32), 0, a);
@@ -2413,6 +2421,24 @@ class CudaBackend final : public Backend {
       launch(&attention_kernel<true, false>, dim3(grid), dim3(kAttnWarps * 32), 0, a);
     }
     CUDA_LAUNCHED();
+  }
+
+  // The tiles of prompt rows on tensor cores (flash_attn.cuh) when the shapes allow: 16+ rows, head_dim
+  // 64 or 128, 16-byte aligned pool rows, 8-byte aligned output rows; ONEBIT_CUDA_FLASH=0 off.
+  // Whether it launched (attention_kernel then skips those tiles).
+  bool flash_attention(const AttnArgs& a, int head_dim, bool f16) {
+    const bool aligned = reinterpret_cast<uintptr_t>(a.k) % 16 == 0 && reinterpret_cast<uintptr_t>(a.v) % 16 == 0 &&
+                         a.kv_stride % 16 == 0 && reinterpret_cast<uintptr_t>(a.out) % 8 == 0 && a.o_stride % 2 == 0;
+    if (!flash_ || a.n_rows < 16 || (head_dim != 64 && head_dim != 128) || !aligned) return false;
+    const FlashArgs f{a.q, a.q_stride, a.k, a.v, a.kv_stride, a.out, a.o_stride, a.group, a.scale, a.positions,
+                      a.seq_ids, a.tables, a.table_stride, a.n_rows, a.n_seqs, a.max_blocks, a.n_pool_rows,
+                      a.block_size, a.err, kErrBlockTable};
+    const dim3 grid(unsigned(a.n_heads), unsigned((a.n_rows + kFlashRows - 1) / kFlashRows));
+    auto kernel = head_dim == 64 ? (f16 ? &flash_attn_kernel<64, true> : &flash_attn_kernel<64, false>)
+                                 : (f16 ? &flash_attn_kernel<128, true> : &flash_attn_kernel<128, false>);
+    kernel<<<grid, kFlashWarps * 32, 0, stream_>>>(f);  // no early start (it reads the step's q)
+    CUDA_LAUNCHED();
+    return true;
   }
 
   void moe_route_now(const Tensor& logits, bool normalize, const Tensor& ids, const Tensor& weights) {
@@ -3034,6 +3060,10 @@ class CudaBackend final : public Backend {
   // U units loaded, then multiplied).
   bool pipe_ = [] {
     const char* e = std::getenv("ONEBIT_CUDA_PIPE");
+    return e == nullptr || std::string(e) != "0";
+  }();
+  bool flash_ = [] {  // prompt tiles of paged attention on tensor cores (flash_attention)
+    const char* e = std::getenv("ONEBIT_CUDA_FLASH");
     return e == nullptr || std::string(e) != "0";
   }();
   bool kernel_tail_ = false;      // the last op put on the stream is a kernel (CUDA_LAUNCHED / CUDA_COPY)
