@@ -524,38 +524,61 @@ TEST_P(BackendOpsTest, AttentionCausalGqa) {
   }
 }
 
+// One paged_attention case: K and V pools of `pool_type` with n_blocks blocks of p.block_size rows
+// (random values, kv_seed; rounded to fp16 for F16 pools), block tables [n_seqs, max_blocks] from
+// the blocks shuffled by table_seed, query rows at positions pos of sequences seq (random q, q_seed).
+struct PagedCase {
+  PagedAttentionParams p;
+  GgmlType pool_type;
+  int64_t n_seqs, max_blocks, pool_rows, qc, kc;
+  std::vector<int32_t> tables, pos, seq;
+  std::vector<float> q, kv;
+  std::vector<uint16_t> kv16;
+
+  PagedCase(const PagedAttentionParams& params, GgmlType type, int64_t n_blocks, int64_t seqs, int64_t blocks_per_seq,
+            uint32_t table_seed, std::vector<int32_t> positions, std::vector<int32_t> seq_ids, uint32_t q_seed,
+            uint32_t kv_seed)
+      : p(params), pool_type(type), n_seqs(seqs), max_blocks(blocks_per_seq), pool_rows(n_blocks * params.block_size),
+        qc(int64_t(params.n_heads) * params.head_dim), kc(int64_t(params.n_kv_heads) * params.head_dim),
+        pos(std::move(positions)), seq(std::move(seq_ids)) {
+    std::vector<int32_t> blocks(static_cast<size_t>(n_blocks));
+    std::iota(blocks.begin(), blocks.end(), 0);
+    std::shuffle(blocks.begin(), blocks.end(), std::mt19937(table_seed));
+    tables.assign(blocks.begin(), blocks.begin() + n_seqs * max_blocks);
+    q = random_floats(size_t(n() * qc), q_seed);
+    kv = random_floats(size_t(2 * pool_rows * kc), kv_seed);
+    kv16.resize(kv.size());
+    for (size_t i = 0; i < kv.size(); ++i) kv16[i] = fp32_to_fp16(kv[i]);
+  }
+  int64_t n() const { return int64_t(pos.size()); }
+  std::string name(const std::string& what) const {
+    return what + " " + ggml_type_name(uint32_t(pool_type)) + " hd=" + std::to_string(p.head_dim) +
+           " n=" + std::to_string(n());
+  }
+  void run(Backend& b, const Tensor& o) const {
+    Tensor kp = b.alloc(pool_type, pool_rows, kc).value(), vp = b.alloc(pool_type, pool_rows, kc).value();
+    const bool h = pool_type == GgmlType::kF16;
+    b.write(kp, h ? static_cast<const void*>(kv16.data()) : kv.data());
+    b.write(vp, h ? static_cast<const void*>(kv16.data() + pool_rows * kc) : kv.data() + pool_rows * kc);
+    Tensor t = b.alloc(GgmlType::kI32, n_seqs, max_blocks).value();
+    b.write(t, tables.data());
+    b.paged_attention(input_view(b, n(), qc, q), kp, vp, upload_i32(b, pos), upload_i32(b, seq), t, o, p);
+  }
+};
+
 TEST_P(BackendOpsTest, PagedAttentionF32AndF16Pools) {
   for (GgmlType pool_type : {GgmlType::kF32, GgmlType::kF16}) {
     for (int head_dim : {64, 128}) {
       PagedAttentionParams p;
       p.n_heads = 4, p.n_kv_heads = 1, p.head_dim = head_dim, p.block_size = 4;
       p.scale = 1.0f / std::sqrt(float(head_dim));
-      const int64_t qc = p.n_heads * head_dim, kc = p.n_kv_heads * head_dim;
-      const int64_t n_blocks = 24, pool_rows = n_blocks * p.block_size, max_blocks = 10;
-      // Two sequences over a shuffled block layout.
-      std::vector<int32_t> blocks(n_blocks);
-      std::iota(blocks.begin(), blocks.end(), 0);
-      std::shuffle(blocks.begin(), blocks.end(), std::mt19937(7));
-      std::vector<int32_t> tables(blocks.begin(), blocks.begin() + 2 * max_blocks);
-      // 17 query rows: sequence 0 prefill positions 20..31 and sequence 1 decode-like positions.
+      // 17 query rows of two sequences over a shuffled block layout (24 blocks): sequence 0 prefill
+      // positions 20..31 and sequence 1 decode-like positions.
       std::vector<int32_t> pos, seq;
       for (int i = 0; i < 12; ++i) pos.push_back(20 + i), seq.push_back(0);
       for (int32_t v : {0, 5, 39, 17, 2}) pos.push_back(v), seq.push_back(1);
-      const int64_t n = int64_t(pos.size());
-      const auto q = random_floats(size_t(n * qc), 61), kv = random_floats(size_t(2 * pool_rows * kc), 62);
-      std::vector<uint16_t> kv16(kv.size());
-      for (size_t i = 0; i < kv.size(); ++i) kv16[i] = fp32_to_fp16(kv[i]);
-      check(std::string("paged_attention ") + ggml_type_name(uint32_t(pool_type)) + " hd=" + std::to_string(head_dim) +
-                " n=" + std::to_string(n),
-            n, qc, [&](Backend& b, const Tensor& o) {
-              Tensor kp = b.alloc(pool_type, pool_rows, kc).value(), vp = b.alloc(pool_type, pool_rows, kc).value();
-              const bool h = pool_type == GgmlType::kF16;
-              b.write(kp, h ? static_cast<const void*>(kv16.data()) : kv.data());
-              b.write(vp, h ? static_cast<const void*>(kv16.data() + pool_rows * kc) : kv.data() + pool_rows * kc);
-              Tensor t = b.alloc(GgmlType::kI32, 2, max_blocks).value();
-              b.write(t, tables.data());
-              b.paged_attention(input_view(b, n, qc, q), kp, vp, upload_i32(b, pos), upload_i32(b, seq), t, o, p);
-            }, 1e-10);
+      const PagedCase c(p, pool_type, 24, 2, 10, 7, pos, seq, 61, 62);
+      check(c.name("paged_attention"), c.n(), c.qc, [&](Backend& b, const Tensor& o) { c.run(b, o); }, 1e-10);
     }
   }
 }
@@ -572,12 +595,6 @@ TEST_P(BackendOpsTest, PagedAttentionPromptTiles) {
       PagedAttentionParams p;
       p.n_heads = 8, p.n_kv_heads = 2, p.head_dim = head_dim, p.block_size = 16;
       p.scale = 1.0f / std::sqrt(float(head_dim));
-      const int64_t qc = p.n_heads * head_dim, kc = p.n_kv_heads * head_dim;
-      const int64_t max_blocks = 7, n_seqs = 4, n_blocks = n_seqs * max_blocks + 3, pool_rows = n_blocks * p.block_size;
-      std::vector<int32_t> blocks(n_blocks);
-      std::iota(blocks.begin(), blocks.end(), 0);
-      std::shuffle(blocks.begin(), blocks.end(), std::mt19937(11));
-      std::vector<int32_t> tables(blocks.begin(), blocks.begin() + n_seqs * max_blocks);
       std::vector<int32_t> pos, seq;
       auto run = [&](int32_t s, int32_t first, int32_t last) {
         for (int32_t v = first; v <= last; ++v) pos.push_back(v), seq.push_back(s);
@@ -586,21 +603,10 @@ TEST_P(BackendOpsTest, PagedAttentionPromptTiles) {
       run(1, 30, 59);
       for (int32_t v : {70, 3, 101, 64, 0}) pos.push_back(v), seq.push_back(2);
       run(3, 10, 80);
-      const int64_t n = int64_t(pos.size());
-      const auto q = random_floats(size_t(n * qc), 63), kv = random_floats(size_t(2 * pool_rows * kc), 64);
-      std::vector<uint16_t> kv16(kv.size());
-      for (size_t i = 0; i < kv.size(); ++i) kv16[i] = fp32_to_fp16(kv[i]);
-      check(std::string("paged_attention tiles ") + ggml_type_name(uint32_t(pool_type)) +
-                " hd=" + std::to_string(head_dim) + " n=" + std::to_string(n),
-            n, qc, [&](Backend& b, const Tensor& o) {
-              Tensor kp = b.alloc(pool_type, pool_rows, kc).value(), vp = b.alloc(pool_type, pool_rows, kc).value();
-              const bool h = pool_type == GgmlType::kF16;
-              b.write(kp, h ? static_cast<const void*>(kv16.data()) : kv.data());
-              b.write(vp, h ? static_cast<const void*>(kv16.data() + pool_rows * kc) : kv.data() + pool_rows * kc);
-              Tensor t = b.alloc(GgmlType::kI32, n_seqs, max_blocks).value();
-              b.write(t, tables.data());
-              b.paged_attention(input_view(b, n, qc, q), kp, vp, upload_i32(b, pos), upload_i32(b, seq), t, o, p);
-            }, bname() == "cuda" ? 1e-6 : 1e-10);
+      const int64_t n_seqs = 4, max_blocks = 7;
+      const PagedCase c(p, pool_type, n_seqs * max_blocks + 3, n_seqs, max_blocks, 11, pos, seq, 63, 64);
+      check(c.name("paged_attention tiles"), c.n(), c.qc, [&](Backend& b, const Tensor& o) { c.run(b, o); },
+            bname() == "cuda" ? 1e-6 : 1e-10);
     }
   }
 }
