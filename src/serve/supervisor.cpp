@@ -25,6 +25,7 @@ struct RunningChild {
   int64_t started_ms = 0;
   bool hung = false;                      // /health unanswered past the child timeout
   int restarts = 0;                       // since it was last ready
+  bool ever_ready = false;                // answered /health once since the front started
   int64_t restart_at_ms = 0;
   std::shared_ptr<std::atomic<int64_t>> last_ok_ms = std::make_shared<std::atomic<int64_t>>(0);
 };
@@ -59,6 +60,9 @@ class Prober {
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };
+
+// Starts of the primary child after it exited before it ever became ready.
+constexpr int kPrimaryStartRetries = 2;
 
 // Seconds an overflow child waits before its next restart: 1, 2, 4 ... 30.
 int64_t restart_backoff_ms(int restarts) { return std::min<int64_t>(30000, int64_t{1000} << std::min(restarts, 5)); }
@@ -139,7 +143,14 @@ int run_child_plan(const Plan& plan, const ServeOptions& options, const Supervis
       // Exits: the primary's ends the front; an overflow child is restarted with backoff.
       if (c.process) {
         if (auto status = c.process->poll_exit()) {
-          if (c.idx == 0) {
+          // A primary that exits before it ever answered: most likely its port was taken between
+          // find_free_loopback_port and its bind; started again at once on a fresh port, twice.
+          if (c.idx == 0 && !c.ever_ready && c.restarts < kPrimaryStartRetries) {
+            c.process.reset();
+            c.restart_at_ms = now;
+            std::fprintf(stderr, "1bit serve: child %s exited with status %d before it was ready; starting it again "
+                         "on a fresh port (%d of %d)\n", label.c_str(), *status, c.restarts + 1, kPrimaryStartRetries);
+          } else if (c.idx == 0) {
             std::fprintf(stderr, "1bit serve: child %s exited with status %d; stopping\n", label.c_str(), *status);
             exit_code = 1;
             stop = true;
@@ -176,6 +187,7 @@ int run_child_plan(const Plan& plan, const ServeOptions& options, const Supervis
       if (!c.backend->ready()) {
         if (last_ok > c.started_ms) {  // answered since it (re)started
           c.backend->set_ready(true);
+          c.ever_ready = true;
           if (c.restarts > 0) {
             std::fprintf(stderr, "1bit serve: child %s restarted and ready\n", label.c_str());
             c.restarts = 0;

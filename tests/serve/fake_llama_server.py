@@ -3,7 +3,8 @@
 
 Appends one JSON line {"pid", "argv", "env"} to the file named by $RECORD, then serves /health,
 /v1/models, canned completions (streamed and not), /tokenize, /props and /metrics on --port.
-Knobs: FAKE_READY_DELAY_S (health is 503 until then), FAKE_DELAY_MS (time a completion takes).
+Knobs: FAKE_READY_DELAY_S (health is 503 until then), FAKE_DELAY_MS (time a completion takes),
+FAKE_EXIT_ONCE (below).
 Its name in replies is its --device value (Vulkan0, ROCm0...), or "cpu".
 
 For `1bit bench`, completions carry `usage` and llama-server `timings` whose numbers are a
@@ -81,6 +82,12 @@ def record_request(path, req):
 if os.environ.get("RECORD"):
     with open(os.environ["RECORD"], "a") as f:
         f.write(json.dumps({"pid": os.getpid(), "argv": ARGV, "env": dict(os.environ)}) + "\n")
+
+# FAKE_EXIT_ONCE=PATH: the first start (PATH absent: made now) exits 1 before serving, as a
+# llama-server whose port another program took between the front's probe and its bind.
+if os.environ.get("FAKE_EXIT_ONCE") and not os.path.exists(os.environ["FAKE_EXIT_ONCE"]):
+    open(os.environ["FAKE_EXIT_ONCE"], "w").close()
+    sys.exit("fake llama-server: exiting before serving (FAKE_EXIT_ONCE)")
 
 
 class Handler(BaseHTTPRequestHandler):

@@ -352,6 +352,26 @@ TEST_F(FrontTest, FrontExitsNonZeroWhenAChildDies) {
   EXPECT_EQ(wait_exit(std::chrono::seconds(10)), 1);
 }
 
+// A primary child that exits before it serves (its port taken between the front's probe and its
+// bind: the fake's FAKE_EXIT_ONCE) is started again on a fresh port instead of ending the front.
+TEST_F(FrontTest, PrimaryThatExitsBeforeReadyIsStartedAgainOnAFreshPort) {
+  start_front({"-m", write_model("llama"), "--device", "vulkan", "--llama-server", fake_},
+              {{"FAKE_EXIT_ONCE", (dir_ / "exited").string()}});
+  const auto rec = records();
+  ASSERT_EQ(rec.size(), 2u);
+  auto port = [](const json& r) {
+    const auto& argv = r["argv"];
+    for (size_t i = 0; i + 1 < argv.size(); ++i)
+      if (argv[i] == "--port") return argv[i + 1].get<std::string>();
+    return std::string();
+  };
+  EXPECT_NE(port(rec[0]), port(rec[1]));
+  auto r = client().Get("/v1/models");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_FALSE(front_->poll_exit());
+}
+
 TEST_F(FrontTest, StoppedChildGets504AndHealthFollowsIt) {
   start_front({"-m", write_model("llama"), "--device", "vulkan", "--llama-server", fake_, "--child-timeout", "2"},
               {{"FAKE_DELAY_MS", "30000"}});
