@@ -140,7 +140,8 @@ int run_child_plan(const Plan& plan, const ServeOptions& options, const Supervis
     bool stop = false;
     for (auto& c : children) {
       const std::string& label = c.backend->label();
-      // Exits: the primary's ends the front; an overflow child is restarted with backoff.
+      // Exits: the primary's ends the front (before it was ever ready: started again on a fresh
+      // port, kPrimaryStartRetries times); an overflow child is restarted with backoff.
       if (c.process) {
         if (auto status = c.process->poll_exit()) {
           // A primary that exits before it ever answered: most likely its port was taken between

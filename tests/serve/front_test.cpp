@@ -97,18 +97,23 @@ class FrontTest : public ::testing::Test {
     return pid;
   }
 
+  // The --port a recorded child was started with, or -1.
+  static int port_in(const json& record) {
+    const auto& argv = record["argv"];
+    int p = -1;
+    for (size_t i = 0; i + 1 < argv.size(); ++i)
+      if (argv[i] == "--port") p = std::stoi(argv[i + 1].get<std::string>());
+    return p;
+  }
+
   // The --port of the child last started with `--device DEVICE`, or -1.
   int port_of(const std::string& device) {
     int port = -1;
     for (const json& r : records()) {
       const auto& argv = r["argv"];
       bool is_it = false;
-      int p = -1;
-      for (size_t i = 0; i + 1 < argv.size(); ++i) {
-        is_it = is_it || (argv[i] == "--device" && argv[i + 1] == device);
-        if (argv[i] == "--port") p = std::stoi(argv[i + 1].get<std::string>());
-      }
-      if (is_it) port = p;
+      for (size_t i = 0; i + 1 < argv.size(); ++i) is_it = is_it || (argv[i] == "--device" && argv[i + 1] == device);
+      if (is_it) port = port_in(r);
     }
     return port;
   }
@@ -359,13 +364,7 @@ TEST_F(FrontTest, PrimaryThatExitsBeforeReadyIsStartedAgainOnAFreshPort) {
               {{"FAKE_EXIT_ONCE", (dir_ / "exited").string()}});
   const auto rec = records();
   ASSERT_EQ(rec.size(), 2u);
-  auto port = [](const json& r) {
-    const auto& argv = r["argv"];
-    for (size_t i = 0; i + 1 < argv.size(); ++i)
-      if (argv[i] == "--port") return argv[i + 1].get<std::string>();
-    return std::string();
-  };
-  EXPECT_NE(port(rec[0]), port(rec[1]));
+  EXPECT_NE(port_in(rec[0]), port_in(rec[1]));
   auto r = client().Get("/v1/models");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200);
