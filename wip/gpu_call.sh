@@ -24,7 +24,7 @@ B=build-gpu
 BP=$!
 cmake -S . -B $B -G Ninja -DONEBIT_CUDA=ON -DCMAKE_BUILD_TYPE=Release > $OUT/configure.log 2>&1 || { tail -20 $OUT/configure.log >> "$S"; exit 1; }
 cmake --build $B -j16 --target backend_tests > $OUT/build.log 2>&1 || { grep -E "error" $OUT/build.log | head -30 >> "$S"; exit 1; }
-echo "backend_tests built at $(el) s" >> "$S"
+echo "backend_tests built at $(el) s; $(grep '^CMAKE_CUDA_ARCHITECTURES' $B/CMakeCache.txt); sm_90a images: $( (cuobjdump --list-elf $B/backend_tests 2>/dev/null || /usr/local/cuda/bin/cuobjdump --list-elf $B/backend_tests) | grep -c sm_90a) (0: wgmma never runs, the tests pass on mma.sync)" >> "$S"
 ( cmake --build $B -j16 --target model_tests engine_tests > $OUT/build2.log 2>&1; echo "model/engine tests built rc $? at $(el) s" >> $OUT/b2.txt ) &
 TP=$!
 ONEBIT_CUDA_GEMM_ROWS=5 ONEBIT_CUDA_FLASH=0 $B/backend_tests --gtest_filter='Backends/BackendOpsTest.*Matmul*:Backends/BackendOpsTest.*PagedAttention*' > $OUT/gemm_wg.log 2>&1
