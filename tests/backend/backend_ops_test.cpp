@@ -189,14 +189,16 @@ TEST_P(BackendOpsTest, MatmulEveryTypeOddShapes) {
 }
 
 // matmuls (q, k and v of one input; CUDA: one launch for one row when the weights share a type and
-// have whole panel copies; 2..16 rows: one launch too) against the reference's products one by one:
-// three weights of one type, of mixed types, and a row view of one (not a whole panel: the
-// products one by one), n = 1, 3 and 12.
+// have whole panel copies; 2..16 rows: one launch too; prompt-sized: one GEMM launch, each block
+// finding its product) against the reference's products one by one: three weights of one type,
+// of mixed types, and a row view of one (not a whole panel: the products one by one), n = 1, 3 and
+// 12, and n = 200 with products of several 128-row tiles and partial ones (259, 131, 64 rows).
 TEST_P(BackendOpsTest, MatmulsEqualTheProductsOneByOne) {
   for (GgmlType type : {GgmlType::kF16, GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
-    const int64_t k = block_of(type) == 256 ? 512 : 96 * 3, ms[3] = {96, 64, 32};
+    const int64_t k = block_of(type) == 256 ? 512 : 96 * 3, small[3] = {96, 64, 32}, large[3] = {259, 131, 64};
     for (int mix = 0; mix < 3; ++mix) {  // 0: one type, 1: the last of another type, 2: a row view first
-      for (int64_t n : {1, 3, 12}) {
+      for (int64_t n : {1, 3, 12, 200}) {
+        const int64_t* ms = n == 200 ? large : small;
         const auto x = random_floats(size_t(n * k), 91);
         std::vector<uint8_t> bytes[3];  // outlive the backends: a host backend aliases them
         GgmlType types[3];

@@ -9,6 +9,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -32,7 +33,7 @@ std::vector<float> prompt_logits(const GgufFile& f, Backend& be, const std::vect
   auto model = Model::load(f, be);
   EXPECT_TRUE(model.ok()) << model.message();
   if (!model.ok()) return {};
-  auto kv = (*model)->new_kv_cache(64).value();
+  auto kv = (*model)->new_kv_cache(std::max<int32_t>(64, int32_t(prompt.size()) + 8)).value();
   std::vector<float> logits;
   EXPECT_TRUE((*model)->forward(kv, prompt, /*all_logits=*/true, logits).ok());
   return logits;
@@ -107,11 +108,13 @@ TEST(CudaModel, Onebit20mMatchesCpuLogitsAndReferenceGreedy) {
                 /*greedy_vs_reference=*/true);
 }
 
-// A 40-token prompt: its products on fp16 tensor cores (mma_matmul.cuh), the decode after it on
-// the float matrix-vector kernels; the CPU's Q8 activations still dominate the difference.
+// A 200-token prompt: its products on fp16 tensor cores (mma_matmul.cuh, gemm_f16.cuh), its
+// attention in four 64-row query tiles over four key tiles on tensor cores (flash_attn.cuh), the
+// decode after it on the float matrix-vector kernels; the CPU's Q8 activations still dominate the
+// difference.
 TEST(CudaModel, Onebit20mLongPromptOnTensorCores) {
   std::vector<TokenId> prompt = {1};
-  for (int i = 1; i < 40; ++i) prompt.push_back(TokenId(10 + (i * 37) % 4000));
+  for (int i = 1; i < 200; ++i) prompt.push_back(TokenId(10 + (i * 37) % 4000));
   compare_model(testing::source_path("models/onebit-20m-q8_0.gguf"), prompt, 1e-3, /*greedy_vs_reference=*/true);
 }
 

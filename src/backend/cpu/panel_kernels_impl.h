@@ -98,7 +98,22 @@ void panel_q32(int64_t k, const void* panel, const void* act, size_t stride, flo
     constexpr int C = kChains<NX>;
     __m256i p[C][NX] = {};
     const uint8_t* codes = blk + kHead;
-    if constexpr (kNib) {
+    if constexpr (!ONEBIT_DOT_VNNI && NX == 1 && (kType == P32::kQ4_0 || kType == P32::kQ4_1)) {
+      // Decode without VNNI: the block's 8 maddubs pair sums added in 16 bits (exact: |sum| <=
+      // 8 * 2 * 15 * 128), widened once; the empty asms keep one load per code vector and the
+      // sums a chain (GCC folds the load into both vpands and reassociates the sums otherwise).
+      const int8_t* y = act_q8(act, stride, 0)[b].qs;
+      const __m256i m4 = _mm256_set1_epi8(0x0F);
+      __m256i s16 = _mm256_setzero_si256();
+      for (int c = 0; c < 4; ++c) {
+        __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + 32 * c));
+        asm("" : "+x"(raw));
+        s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(_mm256_and_si256(raw, m4), bcast4(y + 4 * c)));
+        s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(raw, 4), m4), bcast4(y + 16 + 4 * c)));
+        asm("" : "+x"(s16));
+      }
+      p[0][0] = _mm256_madd_epi16(s16, _mm256_set1_epi16(1));
+    } else if constexpr (kNib) {
       const __m256i hb = kFive ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + kCodes)) : __m256i{};
       nibble_group<kType, 0, NX, C>(codes, hb, b, act, stride, p);
       nibble_group<kType, 1, NX, C>(codes, hb, b, act, stride, p);
@@ -228,33 +243,61 @@ inline __m256i bytes8_s(const uint8_t* p) { return _mm256_cvtepi8_epi32(_mm_load
 
 // Q4_K / Q5_K chunk C of super-block b against NX activation rows: each code load feeds
 // sub-blocks 2C (low nibbles) and 2C + 1 (high nibbles); adds their scaled sums and mins.
+// Per group of 4 codes a row: with VNNI one vpdpbusd, then the sub-block's scale one vpmulld a
+// row. At decode without VNNI (kPairSums: AVX2's maddubs gives 16-bit pair sums), the pair sums
+// of up to kSpan groups are added in 16 bits (|pair| <= 2 * 31 * 128, so 4 groups of Q5_K codes
+// and 8 of Q4_K stay within int16: exact), then widened by one madd against the scale held in
+// both 16-bit halves of the row's lane: a madd and an add a group and the vpmulld saved
+// (docs/kernels.md). Prompt tiles keep the per-group madd (their 16-bit sums measured slower).
 template <bool kFive, int C, int NX>
 inline void q45_k_chunk(const uint8_t* blk, int64_t b, const void* act, size_t stride, __m256i* sumi, __m256i* summ) {
+  constexpr bool kPairSums = !ONEBIT_DOT_VNNI && NX == 1;
+  constexpr int kSpan = kPairSums ? (kFive ? 4 : 8) : 8;
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   const uint8_t* codes = blk + 160;
   const uint8_t* qh = blk + 1184;  // Q5_K only
+  const __m256i sc_lo = bytes8_u(blk + 32 + 16 * C), sc_hi = bytes8_u(blk + 40 + 16 * C);  // sub-blocks 2C, 2C + 1
   __m256i p_lo[NX], p_hi[NX];
   for (int r = 0; r < NX; ++r) p_lo[r] = p_hi[r] = _mm256_setzero_si256();
-  for (int g = 0; g < 8; ++g) {
-    const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + (8 * C + g) * 32));
-    __m256i lo = _mm256_and_si256(raw, m4), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
-    if constexpr (kFive) {
-      const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh + g * 32));
-      lo = _mm256_or_si256(lo, fifth_bit<2 * C>(hb));
-      hi = _mm256_or_si256(hi, fifth_bit<2 * C + 1>(hb));
+  for (int g0 = 0; g0 < 8; g0 += kSpan) {
+    __m256i s_lo = _mm256_setzero_si256(), s_hi = s_lo;  // kPairSums: the 16-bit pair sums
+    for (int g = g0; g < g0 + kSpan; ++g) {
+      __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + (8 * C + g) * 32));
+      if constexpr (kPairSums) asm("" : "+x"(raw));  // one load for both nibbles, not one folded into each vpand
+      __m256i lo = _mm256_and_si256(raw, m4), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+      if constexpr (kFive) {
+        const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh + g * 32));
+        lo = _mm256_or_si256(lo, fifth_bit<2 * C>(hb));
+        hi = _mm256_or_si256(hi, fifth_bit<2 * C + 1>(hb));
+      }
+      for (int r = 0; r < NX; ++r) {
+        const int8_t* y = act_q8k(act, stride, r)[b].qs + 64 * C + 4 * g;
+        if constexpr (kPairSums) {
+          s_lo = _mm256_add_epi16(s_lo, _mm256_maddubs_epi16(lo, bcast4(y)));
+          s_hi = _mm256_add_epi16(s_hi, _mm256_maddubs_epi16(hi, bcast4(y + 32)));
+          // Kept chains: GCC otherwise reassociates a span's sums into a tree of all its products
+          // and spills them (75 ymm spills a Q4_K super-block; llvm-mca -mcpu=znver3: 120 -> 79 cycles).
+          asm("" : "+x"(s_lo), "+x"(s_hi));
+        } else {
+          p_lo[r] = dot_u8s8(p_lo[r], lo, bcast4(y));
+          p_hi[r] = dot_u8s8(p_hi[r], hi, bcast4(y + 32));
+        }
+      }
     }
-    for (int r = 0; r < NX; ++r) {
-      const int8_t* y = act_q8k(act, stride, r)[b].qs + 64 * C + 4 * g;
-      p_lo[r] = dot_u8s8(p_lo[r], lo, bcast4(y));
-      p_hi[r] = dot_u8s8(p_hi[r], hi, bcast4(y + 32));
+    if constexpr (kPairSums) {
+      const __m256i w_lo = _mm256_or_si256(sc_lo, _mm256_slli_epi32(sc_lo, 16));
+      const __m256i w_hi = _mm256_or_si256(sc_hi, _mm256_slli_epi32(sc_hi, 16));
+      sumi[0] = _mm256_add_epi32(sumi[0], _mm256_add_epi32(_mm256_madd_epi16(s_lo, w_lo), _mm256_madd_epi16(s_hi, w_hi)));
     }
   }
+  if constexpr (!kPairSums)
+    for (int r = 0; r < NX; ++r)
+      sumi[r] = _mm256_add_epi32(sumi[r], _mm256_add_epi32(_mm256_mullo_epi32(p_lo[r], sc_lo), _mm256_mullo_epi32(p_hi[r], sc_hi)));
   for (int half = 0; half < 2; ++half) {
     const int j = 2 * C + half;
-    const __m256i sc = bytes8_u(blk + 32 + 8 * j), mn = bytes8_u(blk + 96 + 8 * j);
+    const __m256i mn = bytes8_u(blk + 96 + 8 * j);
     for (int r = 0; r < NX; ++r) {
       const BlockQ8_K& a = act_q8k(act, stride, r)[b];
-      sumi[r] = _mm256_add_epi32(sumi[r], _mm256_mullo_epi32(half ? p_hi[r] : p_lo[r], sc));
       summ[r] = _mm256_add_epi32(summ[r], _mm256_mullo_epi32(mn, _mm256_set1_epi32(a.bsums[2 * j] + a.bsums[2 * j + 1])));
     }
   }

@@ -39,6 +39,8 @@
 #include "backend/cuda/dequant.cuh"
 #include "backend/cuda/flash_attn.cuh"
 #include "backend/cuda/gemm_f16.cuh"
+#include "backend/cuda/gemm_wgmma.cuh"
+#include "backend/cuda/kernel_args.cuh"
 #include "backend/cuda/mma_matmul.cuh"
 #include "base/check.h"
 
@@ -69,8 +71,6 @@ using namespace cuda_detail;
     kernel_tail_ = false; \
   } while (0)
 
-// Error bits the kernels set in the device flag (reported at synchronize).
-constexpr int kErrIds = 1, kErrSlots = 2, kErrBlockTable = 4, kErrSeq = 8, kErrExperts = 16, kErrStates = 32;
 
 bool cuda_supports(GgmlType t) {
   switch (t) {
@@ -564,28 +564,6 @@ __device__ __forceinline__ float kv_at(const uint8_t* base, size_t stride, int64
   return reinterpret_cast<const float*>(base + size_t(row) * stride)[col];
 }
 
-struct AttnArgs {
-  const float* q;
-  size_t q_stride;  // floats
-  const uint8_t* k;
-  const uint8_t* v;
-  size_t kv_stride;  // bytes
-  float* out;
-  size_t o_stride;  // floats
-  int32_t n_heads, group, head_dim;
-  float scale;
-  // paged: positions, seq ids, block tables; else first_pos
-  const int32_t* positions;
-  const int32_t* seq_ids;
-  const int32_t* tables;
-  size_t table_stride;  // ints
-  int64_t n_seqs, max_blocks, n_pool_rows;
-  int32_t block_size;
-  int32_t first_pos;
-  int* err;
-  int64_t n_rows;         // paged: the batch's rows
-  bool skip_flash_tiles;  // paged: leave the tiles flash_attn_kernel takes (flash_tile_uniform)
-};
 
 // One block (kAttnWarps warps) per (head, query row): online softmax over the row's keys, warp w
 // taking keys w, w + kAttnWarps, ...; the warps' partial results merged through shared memory.
@@ -1813,6 +1791,18 @@ double yarn_corr_dim(int n_rot, int original_context, double n_turns, double bas
 
 constexpr size_t kMatvecSmemLimit = 160 * 1024;
 
+// Whether this build's device code for the current device has gemm_wgmma_kernel (sm_90a).
+bool wgmma_built() {
+  int* d = nullptr;
+  int has = 0;
+  CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&d), sizeof(int)));
+  wgmma_probe_kernel<<<1, 1>>>(d);
+  const cudaError_t e = cudaGetLastError();
+  if (e == cudaSuccess) CUDA_OK(cudaMemcpy(&has, d, sizeof(int), cudaMemcpyDeviceToHost));
+  CUDA_OK(cudaFree(d));
+  return e == cudaSuccess && has == 1;
+}
+
 class CudaBackend final : public Backend {
  public:
   CudaBackend(int device, cudaStream_t stream, int* err, int* host_err)
@@ -1824,6 +1814,7 @@ class CudaBackend final : public Backend {
     CUDA_OK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
     if (major < 9) pdl_ = 0;
     CUDA_OK(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, device));
+    if (wgmma_) wgmma_ = major == 9 && wgmma_built();
   }
   ~CudaBackend() override {
     flush(false);
@@ -1979,9 +1970,9 @@ class CudaBackend final : public Backend {
   void matmul(const Tensor& w, const Tensor& x, const Tensor& out) override {
     if (w.in_rotation > 0) return matmul(unrotated(w), rotated(x, w.in_rotation), out);
     if (gemm_applies(w, x.n_rows)) {  // not while capturing
-      grow_array(row_scales_, row_scales_n_, size_t(x.n_rows));
-      grow_array(gemm_x_, gemm_x_n_, size_t(x.n_rows * w.n_cols));
-      if (!gemm_direct(w)) grow_array(gemm_w_, gemm_w_n_, size_t(gemm_slab_rows(w) * w.n_cols));
+      Products one;
+      one.add(w, out);
+      gemm_grow(x, one);
     } else if (mma_ && mma_matmul_applies(int(w.type), x.n_rows, mma_rows_min_)) {  // not while capturing
       grow_array(row_scales_, row_scales_n_, size_t(x.n_rows));
       const int split = mma_split(w.n_rows, x.n_rows, w.n_cols);
@@ -2010,8 +2001,12 @@ class CudaBackend final : public Backend {
     op(kOpRope, [=, this] { rope_now(x, positions, p); }, x, positions, p);
   }
   void matmuls(const Tensor& x, const Products& p) override {
-    if (!panel_segs_apply(x, p)) return Backend::matmuls(x, p);
-    op(kOpMatmuls, [=, this] { panel_segs_now(x, p); }, x, p);
+    if (panel_segs_apply(x, p)) return op(kOpMatmuls, [=, this] { panel_segs_now(x, p); }, x, p);
+    if (gemm_group_applies(x, p)) {
+      gemm_grow(x, p);  // not while capturing
+      return op(kOpMatmuls, [=, this] { gemm_now(x, p); }, x, p);
+    }
+    Backend::matmuls(x, p);
   }
   void add_rms_norm(const Tensor& a, const Tensor& b, const Tensor& weight, float eps, const Tensor& sum,
                     const Tensor& out) override {
@@ -2160,7 +2155,7 @@ class CudaBackend final : public Backend {
       return;
     }
     if (Products one; n > 1 && (one.add(w, out), panel_segs_apply(x, one))) return panel_segs_now(x, one);
-    if (gemm_applies(w, n)) return gemm_now(w, x, out);
+    if (Products one; gemm_applies(w, n)) return one.add(w, out), gemm_now(x, one);
     const bool mma_rows = mma_ && mma_matmul_applies(int(w.type), n, mma_rows_min_);
     if (n <= kMultiRows && !mma_rows && panel_rows(w, x, out)) return;
     if (n <= kMultiRows && !mma_rows && size_t(n * k) * sizeof(float) <= kMatvecSmemLimit) {
@@ -2424,19 +2419,16 @@ class CudaBackend final : public Backend {
   }
 
   // The tiles of prompt rows on tensor cores (flash_attn.cuh) when the shapes allow: 16+ rows, head_dim
-  // 64 or 128, 16-byte aligned pool rows, 8-byte aligned output rows; ONEBIT_CUDA_FLASH=1 on.
+  // 64 or 128, 16-byte aligned pool rows; ONEBIT_CUDA_FLASH=0 off.
   // Whether it launched (attention_kernel then skips those tiles).
   bool flash_attention(const AttnArgs& a, int head_dim, bool f16) {
     const bool aligned = reinterpret_cast<uintptr_t>(a.k) % 16 == 0 && reinterpret_cast<uintptr_t>(a.v) % 16 == 0 &&
-                         a.kv_stride % 16 == 0 && reinterpret_cast<uintptr_t>(a.out) % 8 == 0 && a.o_stride % 2 == 0;
+                         a.kv_stride % 16 == 0;
     if (!flash_ || a.n_rows < 16 || (head_dim != 64 && head_dim != 128) || !aligned) return false;
-    const FlashArgs f{a.q, a.q_stride, a.k, a.v, a.kv_stride, a.out, a.o_stride, a.group, a.scale, a.positions,
-                      a.seq_ids, a.tables, a.table_stride, a.n_rows, a.n_seqs, a.max_blocks, a.n_pool_rows,
-                      a.block_size, a.err, kErrBlockTable};
     const dim3 grid(unsigned(a.n_heads), unsigned((a.n_rows + kFlashRows - 1) / kFlashRows));
     auto kernel = head_dim == 64 ? (f16 ? &flash_attn_kernel<64, true> : &flash_attn_kernel<64, false>)
                                  : (f16 ? &flash_attn_kernel<128, true> : &flash_attn_kernel<128, false>);
-    kernel<<<grid, kFlashWarps * 32, 0, stream_>>>(f);  // no early start (it reads the step's q)
+    kernel<<<grid, kFlashWarps * 32, 0, stream_>>>(a);  // no early start (it reads the step's q)
     CUDA_LAUNCHED();
     return true;
   }
@@ -2806,36 +2798,145 @@ class CudaBackend final : public Backend {
     const int64_t fit = int64_t(gemm_slab_bytes_ / (2 * size_t(w.n_cols))) / kGemmM * kGemmM;
     return std::min(std::max<int64_t>(kGemmM, fit), (w.n_rows + kGemmM - 1) / kGemmM * kGemmM);
   }
-  // out = x . w^T through gemm_f16.cuh's three steps; the weight rows in slabs of gemm_slab_rows.
-  void gemm_now(const Tensor& w, const Tensor& x, const Tensor& out) {
-    const int64_t m = w.n_rows, n = x.n_rows, k = w.n_cols;
+  // Whether the products of p (two or three, one input) run as one GEMM launch: each on the GEMM.
+  bool gemm_group_applies(const Tensor& x, const Products& p) const {
+    if (p.n < 2) return false;
+    for (int i = 0; i < p.n; ++i) {
+      const Tensor &w = p.w[i], &o = p.out[i];
+      if (w.in_rotation > 0 || w.n_cols != x.n_cols || !gemm_applies(w, x.n_rows)) return false;
+      if (o.type != GgmlType::kF32 || o.n_rows != x.n_rows || o.n_cols != w.n_rows) return false;
+    }
+    return true;
+  }
+  // Halves of p's weights the mma.sync GEMM dequantizes (the F16 ones it reads in place: none).
+  size_t gemm_group_halves(const Products& p) const {
+    size_t h = 0;
+    for (int i = 0; i < p.n; ++i)
+      if (!gemm_direct(p.w[i])) h += size_t(p.w[i].n_rows) * size_t(p.w[i].n_cols);
+    return h;
+  }
+  // Whether all of them fit the slab (gemm_slab_bytes_) at once: one launch for p's products; else
+  // each product goes in slabs of gemm_slab_rows.
+  bool gemm_together(const Products& p) const { return 2 * gemm_group_halves(p) <= gemm_slab_bytes_; }
+  // The buffers gemm_now(x, p) uses, grown (synchronizes: not while capturing).
+  void gemm_grow(const Tensor& x, const Products& p) {
+    grow_array(row_scales_, row_scales_n_, size_t(x.n_rows));
+    grow_array(gemm_x_, gemm_x_n_, size_t(x.n_rows * x.n_cols));
+    size_t w = gemm_together(p) ? gemm_group_halves(p) : 0;
+    for (int i = 0; i < p.n; ++i)
+      if (!gemm_direct(p.w[i])) w = std::max(w, size_t(gemm_slab_rows(p.w[i]) * p.w[i].n_cols));
+    if (w > 0 && !wgmma_) grow_array(gemm_w_, gemm_w_n_, w);  // wgmma dequantizes in the GEMM
+  }
+  // gemm_now on wgmma (gemm_wgmma.cuh): F16 weights read in place by gemm_wgmma_kernel, the others
+  // dequantized in the GEMM (gemm_wgmma_deq_kernel<T>); one launch for products of one kind (in
+  // place, or one weight type), else one each.
+  template <class Add>
+  void gemm_wgmma_now(const Products& p, int64_t n, int64_t k, GemmSegs& sg, Add add) {
+    const unsigned x_tiles = blocks_for(n, kWgRows);
+    int kind = -2;  // of the products in sg: -1 in place, else the weight type
+    auto run = [&] {
+      if (sg.n == 0) return;
+      ONEBIT_CHECK_MSG(sg.tile0[sg.n] <= 65535, "cuda backend: a grouped GEMM grid past 65,535 weight tiles in y");
+      const dim3 grid(x_tiles, unsigned(sg.tile0[sg.n]));
+      if (kind == -1) {
+        gemm_wgmma_kernel<<<grid, kWgThreads, kWgSmemBytes, stream_>>>(sg, gemm_x_, k, n, k, row_scales_);
+      } else {
+        ONEBIT_CUDA_TYPE_SWITCH(kind, gemm_wgmma_deq_kernel<T><<<grid, kWgThreads, kWgDeqSmemBytes, stream_>>>(
+                                          sg, gemm_x_, k, n, k, row_scales_));
+      }
+      CUDA_LAUNCHED();
+      sg.n = 0;
+    };
+    for (int i = 0; i < p.n; ++i) {
+      const Tensor& w = p.w[i];
+      const bool direct = gemm_direct(w);
+      const int this_kind = direct ? -1 : int(w.type);
+      if (this_kind != kind) run();
+      kind = this_kind;
+      add(direct ? reinterpret_cast<const __half*>(dptr(w)) : nullptr, int64_t(w.row_stride_bytes / 2), w.n_rows,
+          p.out[i], 0);
+      sg.w[sg.n - 1] = dptr(w), sg.w_stride[sg.n - 1] = w.row_stride_bytes;
+    }
+    run();
+  }
+
+  // out_i = x . w_i^T for the products of p through gemm_f16.cuh's three steps: x to fp16 once; F16
+  // weights read in place, the others dequantized into gemm_w_: all of them, then one launch for
+  // every product, when they fit (gemm_together), else each in slabs of gemm_slab_rows rows.
+  void gemm_now(const Tensor& x, const Products& p) {
+    const int64_t n = x.n_rows, k = x.n_cols;
     ONEBIT_CHECK(row_scales_ != nullptr && size_t(n) <= row_scales_n_ && size_t(n * k) <= gemm_x_n_);
+    for (int i = 0; i < p.n; ++i) {
+      ONEBIT_CHECK(p.w[i].n_cols == k);
+      ONEBIT_CHECK(p.out[i].type == GgmlType::kF32 && p.out[i].n_rows == n && p.out[i].n_cols == p.w[i].n_rows);
+      ONEBIT_CHECK_MSG((p.w[i].n_rows + kGemmM - 1) / kGemmM <= 65535 && (n + kGemmN - 1) / kGemmN <= 65535,
+                       "cuda backend: a GEMM grid past 65,535 blocks in y");
+    }
     gemm_prep_x_kernel<<<unsigned(n), 256, 0, stream_>>>(fptr(x), fstride(x), k, gemm_x_, k, row_scales_);
     CUDA_LAUNCHED();
     if (!gemm_smem_set_) {
       CUDA_OK(cudaFuncSetAttribute(reinterpret_cast<const void*>(&gemm_f16_kernel),
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, int(kGemmSmemBytes)));
+      if (wgmma_) {
+        CUDA_OK(cudaFuncSetAttribute(reinterpret_cast<const void*>(&gemm_wgmma_kernel),
+                                     cudaFuncAttributeMaxDynamicSharedMemorySize, int(kWgSmemBytes)));
+        for (GgmlType t : {GgmlType::kF16, GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1,
+                           GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K}) {
+          ONEBIT_CUDA_TYPE_SWITCH(t, CUDA_OK(cudaFuncSetAttribute(reinterpret_cast<const void*>(&gemm_wgmma_deq_kernel<T>),
+                                                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                                  int(kWgDeqSmemBytes))));
+        }
+      }
       gemm_smem_set_ = true;
     }
-    const bool direct = gemm_direct(w);
-    const int64_t slab = direct ? m : gemm_slab_rows(w);
-    ONEBIT_CHECK(direct || size_t(slab * k) <= gemm_w_n_);
-    for (int64_t r0 = 0; r0 < m; r0 += slab) {
-      const int64_t rows = std::min(slab, m - r0);
-      const __half* b = reinterpret_cast<const __half*>(dptr(w) + size_t(r0) * w.row_stride_bytes);
-      int64_t ldb = int64_t(w.row_stride_bytes / 2);
-      if (!direct) {
-        ONEBIT_CUDA_TYPE_SWITCH(w.type, dequant_f16_kernel<T><<<blocks_for(rows * (k / 32), 256), 256, 0, stream_>>>(
-                                            dptr(w) + size_t(r0) * w.row_stride_bytes, w.row_stride_bytes, rows, k,
-                                            gemm_w_, k));
-        CUDA_LAUNCHED();
-        b = gemm_w_, ldb = k;
-      }
-      const dim3 grid(blocks_for(rows, kGemmM), blocks_for(n, kGemmN));
-      gemm_f16_kernel<<<grid, kGemmThreads, kGemmSmemBytes, stream_>>>(b, ldb, gemm_x_, k, fptr(out) + r0,
-                                                                       fstride(out), rows, n, k, row_scales_);
+    GemmSegs sg;
+    sg.tile0[0] = 0;
+    auto add = [&](const __half* b, int64_t ldb, int64_t rows, const Tensor& out, int64_t r0) {
+      sg.b[sg.n] = b, sg.ldb[sg.n] = ldb, sg.m[sg.n] = rows;
+      sg.out[sg.n] = fptr(out) + r0, sg.o_stride[sg.n] = fstride(out);
+      sg.tile0[sg.n + 1] = sg.tile0[sg.n] + int32_t((rows + kGemmM - 1) / kGemmM);
+      ++sg.n;
+    };
+    if (wgmma_) return gemm_wgmma_now(p, n, k, sg, add);
+    auto run = [&] {
+      if (sg.n == 0) return;
+      gemm_f16_kernel<<<dim3(unsigned(sg.tile0[sg.n]), blocks_for(n, kGemmN)), kGemmThreads, kGemmSmemBytes,
+                        stream_>>>(sg, gemm_x_, k, n, k, row_scales_);
       CUDA_LAUNCHED();
+      sg.n = 0;
+    };
+    auto dequant = [&](const Tensor& w, int64_t r0, int64_t rows, __half* dst) {
+      ONEBIT_CUDA_TYPE_SWITCH(w.type, dequant_f16_kernel<T><<<blocks_for(rows * (k / 32), 256), 256, 0, stream_>>>(
+                                          dptr(w) + size_t(r0) * w.row_stride_bytes, w.row_stride_bytes, rows, k,
+                                          dst, k));
+      CUDA_LAUNCHED();
+    };
+    const bool together = gemm_together(p);
+    size_t used = 0;  // halves of gemm_w_ taken by this launch's products
+    for (int i = 0; i < p.n; ++i) {
+      const Tensor& w = p.w[i];
+      const int64_t m = w.n_rows;
+      if (gemm_direct(w)) {
+        add(reinterpret_cast<const __half*>(dptr(w)), int64_t(w.row_stride_bytes / 2), m, p.out[i], 0);
+      } else if (together) {
+        ONEBIT_CHECK(used + size_t(m * k) <= gemm_w_n_);
+        dequant(w, 0, m, gemm_w_ + used);
+        add(gemm_w_ + used, k, m, p.out[i], 0);
+        used += size_t(m * k);
+      } else {
+        run();
+        const int64_t slab = gemm_slab_rows(w);
+        ONEBIT_CHECK(size_t(slab * k) <= gemm_w_n_);
+        for (int64_t r0 = 0; r0 < m; r0 += slab) {
+          const int64_t rows = std::min(slab, m - r0);
+          dequant(w, r0, rows, gemm_w_);
+          add(gemm_w_, k, rows, p.out[i], r0);
+          run();
+        }
+      }
+      if (!together) run();
     }
+    run();
   }
 
   // The cut along k of a tensor-core product (matmul_mma_kernel): enough blocks for two per
@@ -3062,12 +3163,11 @@ class CudaBackend final : public Backend {
     const char* e = std::getenv("ONEBIT_CUDA_PIPE");
     return e == nullptr || std::string(e) != "0";
   }();
-  // Prompt tiles of paged attention on tensor cores (flash_attention): ONEBIT_CUDA_FLASH=1. Off by
-  // default until its op test (PagedAttentionPromptTiles) has run it on a GPU: on the H100 run the
-  // test's guarded outputs (odd strides) kept it on the float path (docs/cuda.md).
+  // Prompt tiles of paged attention on tensor cores (flash_attention; ONEBIT_CUDA_FLASH=0: the float
+  // kernel for every row).
   bool flash_ = [] {
     const char* e = std::getenv("ONEBIT_CUDA_FLASH");
-    return e != nullptr && std::string(e) == "1";
+    return e == nullptr || std::string(e) != "0";
   }();
   bool kernel_tail_ = false;      // the last op put on the stream is a kernel (CUDA_LAUNCHED / CUDA_COPY)
   bool multi_smem_set_[32] = {};  // matvec_multi_kernel<type> allowed more than 48 KiB of shared memory
@@ -3120,6 +3220,12 @@ class CudaBackend final : public Backend {
   size_t gemm_slab_bytes_ = [] {
     const char* e = std::getenv("ONEBIT_CUDA_GEMM_SLAB_MB");
     return (e != nullptr ? size_t(std::max<long long>(0, std::atoll(e))) : size_t(128)) << 20;
+  }();
+  // The GEMM on wgmma (gemm_wgmma.cuh) where the device is sm_90 and the build has the kernel
+  // (sm_90a); ONEBIT_CUDA_WGMMA=0: gemm_f16_kernel (mma.sync) everywhere.
+  bool wgmma_ = [] {
+    const char* e = std::getenv("ONEBIT_CUDA_WGMMA");
+    return e == nullptr || std::string(e) != "0";
   }();
   __half* gemm_x_ = nullptr;
   size_t gemm_x_n_ = 0;

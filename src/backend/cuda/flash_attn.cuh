@@ -14,31 +14,12 @@
 
 #include <cstdint>
 
+#include "backend/cuda/kernel_args.cuh"
 #include "backend/cuda/mma_matmul.cuh"
 
 namespace onebit::cuda_detail {
 
 inline constexpr int kFlashRows = 64, kFlashKeys = 64, kFlashWarps = 4;
-
-struct FlashArgs {
-  const float* q;
-  size_t q_stride;  // floats
-  const uint8_t* k;
-  const uint8_t* v;
-  size_t kv_stride;  // bytes
-  float* out;
-  size_t o_stride;  // floats
-  int32_t group;    // query heads per kv head
-  float scale;
-  const int32_t* positions;
-  const int32_t* seq_ids;
-  const int32_t* tables;
-  size_t table_stride;  // ints
-  int64_t n_rows, n_seqs, max_blocks, n_pool_rows;
-  int32_t block_size;
-  int* err;
-  int err_block_table;  // the bit set in *err for a block id outside the pool
-};
 
 // Whether batch rows [r0, r0 + 64) (those below n) are one valid sequence's consecutive positions:
 // the same answer in every warp that asks (each computes it; call with the whole warp).
@@ -65,7 +46,7 @@ __device__ __forceinline__ void ldmatrix_x4_trans(const __half* p, uint32_t& r0,
 
 // HD: head_dim (64 or 128); F16: the pools' type. Grid (query heads, tiles of 64 rows), 128 threads.
 template <int HD, bool F16>
-__global__ void __launch_bounds__(kFlashWarps * 32) flash_attn_kernel(FlashArgs a) {
+__global__ void __launch_bounds__(kFlashWarps * 32) flash_attn_kernel(AttnArgs a) {
   constexpr int LD = HD + 8;        // shared row stride in halves: 8 ldmatrix rows in 8 bank groups
   constexpr int CH = HD / 8;        // 16-byte chunks (8 halves) per key row
   constexpr int KC = HD / 16;       // k-chunks of Q K^T
@@ -111,7 +92,7 @@ __global__ void __launch_bounds__(kFlashWarps * 32) flash_attn_kernel(FlashArgs 
       if (j < n_keys) {
         const int32_t blk = table[j / a.block_size];
         if (blk < 0 || (int64_t(blk) + 1) * a.block_size > a.n_pool_rows) {
-          atomicOr(a.err, a.err_block_table);
+          atomicOr(a.err, kErrBlockTable);
         } else {
           const size_t off = size_t(int64_t(blk) * a.block_size + j % a.block_size) * a.kv_stride;
           if constexpr (F16) {
@@ -204,8 +185,10 @@ __global__ void __launch_bounds__(kFlashWarps * 32) flash_attn_kernel(FlashArgs 
     const float inv = 1.f / (half == 0 ? l_a : l_b);
     float* orow = a.out + size_t(r) * a.o_stride + int64_t(h) * HD;
 #pragma unroll
-    for (int d = 0; d < DT; ++d)
-      *reinterpret_cast<float2*>(orow + 8 * d + 2 * t) = make_float2(o[d][2 * half] * inv, o[d][2 * half + 1] * inv);
+    for (int d = 0; d < DT; ++d) {  // scalar stores: any output stride
+      orow[8 * d + 2 * t] = o[d][2 * half] * inv;
+      orow[8 * d + 2 * t + 1] = o[d][2 * half + 1] * inv;
+    }
   }
 }
 

@@ -43,6 +43,32 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
+// The weight side of one GEMM launch: up to three products of the same activations (q, k and v;
+// gate and up), each its fp16 weight rows b[i] (ldb[i] halves apart), its m[i] rows and its output
+// (out[i], o_stride[i] floats a row); blocks tile0[i] .. tile0[i + 1] - 1 along x are product i's
+// 128-row tiles.
+// gemm_wgmma_deq_kernel reads the weights as stored instead: w[i], w_stride[i] bytes a row.
+struct GemmSegs {
+  static constexpr int kMax = 3;
+  const __half* b[kMax];
+  int64_t ldb[kMax];
+  const uint8_t* w[kMax];
+  size_t w_stride[kMax];
+  float* out[kMax];
+  size_t o_stride[kMax];
+  int64_t m[kMax];
+  int32_t tile0[kMax + 1];
+  int32_t n = 0;
+};
+
+// The product block x belongs to and its first weight row.
+__device__ __forceinline__ int gemm_seg(const GemmSegs& sg, int bx, int64_t& m0) {
+  int i = 0;
+  while (i + 1 < sg.n && bx >= sg.tile0[i + 1]) ++i;
+  m0 = int64_t(bx - sg.tile0[i]) * 128;
+  return i;
+}
+
 // a[r, :] = fp16(x[r, :] / scale[r]), scale[r] = row_pow2_scale (exact: a power of two). A block of
 // 256 threads per row; k % 8 == 0, lda % 8 == 0.
 __global__ void __launch_bounds__(256) gemm_prep_x_kernel(const float* __restrict__ x, size_t x_stride, int64_t k,
@@ -78,19 +104,24 @@ __global__ void __launch_bounds__(256) dequant_f16_kernel(const uint8_t* __restr
   for (int q = 0; q < 4; ++q) store_half8(dst + 8 * q, v + 8 * q);
 }
 
-// out[nn, mm] = scale[nn] * sum_e a[nn, e] b[mm, e] for mm < m, nn < n. a: n x k, b: m x k, fp16,
-// rows lda / ldb halves apart (multiples of 8, 16-byte aligned bases), k % 32 == 0. Block (x, y):
-// weight rows 128 x .., activation rows 128 y ..; kGemmSmemBytes of dynamic shared memory.
-__global__ void __launch_bounds__(kGemmThreads, 2) gemm_f16_kernel(const __half* __restrict__ b, int64_t ldb,
-                                                                   const __half* __restrict__ a, int64_t lda,
-                                                                   float* __restrict__ out, size_t o_stride, int64_t m,
-                                                                   int64_t n, int64_t k,
+// out[nn, mm] = scale[nn] * sum_e a[nn, e] b[mm, e] for mm < m, nn < n, per product of sg (b, m,
+// out of the block's). a: n x k, b: m x k, fp16, rows lda / ldb halves apart (multiples of 8, 16-byte
+// aligned bases), k % 32 == 0. Block (x, y): weight rows 128 (x - tile0) .., activation rows
+// 128 y ..; kGemmSmemBytes of dynamic shared memory.
+__global__ void __launch_bounds__(kGemmThreads, 2) gemm_f16_kernel(const GemmSegs sg, const __half* __restrict__ a,
+                                                                   int64_t lda, int64_t n, int64_t k,
                                                                    const float* __restrict__ scale) {
   extern __shared__ __align__(16) __half gemm_smem[];  // [stage][128 weight rows, then 128 activation rows][40]
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int g = lane / 4, t = lane % 4;
   const int wm = warp % 2, wn = warp / 2;  // the warp's outputs: weight rows 64 wm .., activations 32 wn ..
-  const int64_t m0 = int64_t(blockIdx.x) * kGemmM, n0 = int64_t(blockIdx.y) * kGemmN;
+  int64_t m0;
+  const int seg = gemm_seg(sg, int(blockIdx.x), m0);
+  const __half* __restrict__ b = sg.b[seg];
+  const int64_t ldb = sg.ldb[seg], m = sg.m[seg];
+  float* __restrict__ out = sg.out[seg];
+  const size_t o_stride = sg.o_stride[seg];
+  const int64_t n0 = int64_t(blockIdx.y) * kGemmN;
   const int64_t steps = k / kGemmK;
   // Staging: 512 16-byte chunks per tile and step (128 rows x 4); thread tid takes chunks tid and
   // tid + 256 of both tiles (row chunk / 4, column 8 (chunk % 4)); rows past m or n load zeros.
