@@ -21,7 +21,9 @@
 # measured in the same run. Last, the concurrency rows of each model's Q4_0 file
 # (ONEBIT_BENCH_CONCURRENCY, default 1,4,16,64,256; "" skips them). ONEBIT_BENCH_LLAMA=DIR (a
 # llama.cpp CUDA build with bin/llama-bench: bench/build_llama_cuda.sh) adds llama.cpp's pp512 /
-# tg128 row (all layers on the GPU) and the ratio row after each of ours, on the same file.
+# tg128 row (all layers on the GPU) and the ratio row after each of ours, on the same file, its
+# fastest of flash attention off and on (ONEBIT_BENCH_LLAMA_ARGS, default "-fa 0,1", are added to
+# llama-bench's arguments).
 set -euo pipefail
 build=${1:?usage: bench/gpu_bench.sh BUILD_DIR [WORK_DIR] [REPS]}
 work=${2:-/tmp/onebit-gpu-bench}
@@ -70,7 +72,8 @@ for m in $models; do
     echo "$row"
     if [ -n "${ONEBIT_BENCH_LLAMA:-}" ]; then
       log "llama-bench $m $t"
-      bash "$here/llama_bench_row.sh" "$ONEBIT_BENCH_LLAMA" "$f" "$m-$t" - "$reps" "$row" -ngl 99
+      # shellcheck disable=SC2086
+      bash "$here/llama_bench_row.sh" "$ONEBIT_BENCH_LLAMA" "$f" "$m-$t" - "$reps" "$row" -ngl 99 ${ONEBIT_BENCH_LLAMA_ARGS--fa 0,1}
     fi
     for v in ${ONEBIT_BENCH_COMPARE:-}; do
       case $v in

@@ -2838,10 +2838,12 @@ class CudaBackend final : public Backend {
       if (sg.n == 0) return;
       ONEBIT_CHECK_MSG(sg.tile0[sg.n] <= 65535, "cuda backend: a grouped GEMM grid past 65,535 weight tiles in y");
       const dim3 grid(x_tiles, unsigned(sg.tile0[sg.n]));
-      if (kind == -1) {
-        gemm_wgmma_kernel<<<grid, kWgThreads, kWgSmemBytes, stream_>>>(sg, gemm_x_, k, n, k, row_scales_);
+      if (kind == -1 && wg_in_flight_) {
+        gemm_wgmma_kernel<1><<<grid, kWgThreads, kWgSmemBytes, stream_>>>(sg, gemm_x_, k, n, k, row_scales_);
+      } else if (kind == -1) {
+        gemm_wgmma_kernel<0><<<grid, kWgThreads, kWgSmemBytes, stream_>>>(sg, gemm_x_, k, n, k, row_scales_);
       } else {
-        ONEBIT_CUDA_TYPE_SWITCH(kind, gemm_wgmma_deq_kernel<T><<<grid, kWgThreads, kWgDeqSmemBytes, stream_>>>(
+        ONEBIT_CUDA_TYPE_SWITCH(kind, gemm_wgmma_deq_kernel<T><<<grid, kWgThreads, wg_deq_smem_bytes<T>(), stream_>>>(
                                           sg, gemm_x_, k, n, k, row_scales_));
       }
       CUDA_LAUNCHED();
@@ -2878,13 +2880,15 @@ class CudaBackend final : public Backend {
       CUDA_OK(cudaFuncSetAttribute(reinterpret_cast<const void*>(&gemm_f16_kernel),
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, int(kGemmSmemBytes)));
       if (wgmma_) {
-        CUDA_OK(cudaFuncSetAttribute(reinterpret_cast<const void*>(&gemm_wgmma_kernel),
-                                     cudaFuncAttributeMaxDynamicSharedMemorySize, int(kWgSmemBytes)));
+        for (const void* fn : {reinterpret_cast<const void*>(&gemm_wgmma_kernel<0>),
+                               reinterpret_cast<const void*>(&gemm_wgmma_kernel<1>)}) {
+          CUDA_OK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kWgSmemBytes)));
+        }
         for (GgmlType t : {GgmlType::kF16, GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1,
                            GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K}) {
           ONEBIT_CUDA_TYPE_SWITCH(t, CUDA_OK(cudaFuncSetAttribute(reinterpret_cast<const void*>(&gemm_wgmma_deq_kernel<T>),
                                                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                                  int(kWgDeqSmemBytes))));
+                                                                  int(wg_deq_smem_bytes<T>()))));
         }
       }
       gemm_smem_set_ = true;
@@ -3225,6 +3229,12 @@ class CudaBackend final : public Backend {
   // (sm_90a); ONEBIT_CUDA_WGMMA=0: gemm_f16_kernel (mma.sync) everywhere.
   bool wgmma_ = [] {
     const char* e = std::getenv("ONEBIT_CUDA_WGMMA");
+    return e == nullptr || std::string(e) != "0";
+  }();
+  // The F16 wgmma GEMM with one wgmma group left in flight across its barrier (gemm_wgmma.cuh);
+  // ONEBIT_CUDA_WG_INFLIGHT=0: each step's group waited for before the next barrier.
+  bool wg_in_flight_ = [] {
+    const char* e = std::getenv("ONEBIT_CUDA_WG_INFLIGHT");
     return e == nullptr || std::string(e) != "0";
   }();
   __half* gemm_x_ = nullptr;

@@ -13,8 +13,12 @@
 //     aligned tiles), which both keeps the cp.async stores and the tensor cores' reads free of
 //     bank conflicts and is the layout the descriptors name (wg_desc);
 //   - per step: the stage's copies waited for, made visible to the tensor cores' async proxy
-//     (fence.proxy.async), the block synchronized, the copies of step + 3 issued, then 4 wgmma
-//     (k 16 each: the descriptors' start 32 bytes further) committed and waited for.
+//     (fence.proxy.async), the block synchronized, the copies of a later step issued into the
+//     stage whose wgmma are done, then 4 wgmma (k 16 each: the descriptors' start 32 bytes
+//     further) committed; with F = 1 (the default) the previous step's group is then waited
+//     for, so one group stays in flight while the block synchronizes and issues copies (the
+//     accumulators are shared: wgmma of one shape on them complete in order); F = 0 waits for the
+//     step's own group (the first version, kept for ONEBIT_CUDA_WG_INFLIGHT=0).
 // Rows past m or n and columns past k load zeros; k % 8 == 0, lda and ldb multiples of 8 and
 // 16-byte aligned bases (as gemm_f16_kernel).
 #pragma once
@@ -23,16 +27,20 @@
 
 #include <cstdint>
 
+#include "backend/cuda/dequant.cuh"
 #include "backend/cuda/gemm_f16.cuh"
 
 namespace onebit::cuda_detail {
 
 inline constexpr int kWgRows = 128;  // activation rows (2 warpgroups x 64) and weight rows per block
-inline constexpr int kWgK = 64, kWgStages = 4, kWgThreads = 256;
+inline constexpr int kWgK = 64, kWgThreads = 256;
 inline constexpr int kWgTileBytes = kWgRows * kWgK * 2;  // 16 KiB: 128 rows of 128 bytes
-inline constexpr size_t kWgSmemBytes = size_t(kWgStages) * 2 * kWgTileBytes + 1024;  // + alignment slack
-// gemm_wgmma_deq_kernel: the activation stages and two weight buffers.
-inline constexpr size_t kWgDeqSmemBytes = size_t(kWgStages + 2) * kWgTileBytes + 1024;
+inline constexpr int kWgStages = 4;  // cp.async stages
+// Steps loaded ahead of the one multiplied with F wgmma groups left in flight: every stage but the
+// one multiplied and those still read by wgmma in flight.
+__host__ __device__ constexpr int wg_ahead(int in_flight) { return kWgStages - 1 - in_flight; }
+// gemm_wgmma_kernel: the stages of [activation tile, weight tile] (+ alignment slack).
+inline constexpr size_t kWgSmemBytes = size_t(kWgStages) * 2 * kWgTileBytes + 1024;
 
 // Whether this build's device code has the wgmma kernel (compiled for sm_90a): written by
 // wgmma_probe_kernel.
@@ -55,7 +63,11 @@ __device__ __forceinline__ uint64_t wg_desc(uint32_t saddr) {
 
 __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+// Waits until at most N of this warpgroup's committed wgmma groups are pending.
+template <int N>
+__device__ __forceinline__ void wg_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
 // Shared-memory writes of the generic proxy (cp.async, plain stores) made visible to the async
 // proxy that wgmma reads through.
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
@@ -167,11 +179,14 @@ __device__ __forceinline__ WgBlock wg_block(const GemmSegs& sg) {
 // out[nn, mm] = scale[nn] * sum_e a[nn, e] b[mm, e] for mm < m, nn < n, per product of sg (as
 // gemm_f16_kernel). Block (x, y): activation rows 128 x .., weight rows 128 (y - tile0) .. (the
 // blocks of one weight tile run side by side: its rows come from DRAM about once);
-// kWgSmemBytes of dynamic shared memory.
+// F wgmma groups in flight (the header), kWgSmemBytes of dynamic shared memory.
+template <int F>
 __global__ void __launch_bounds__(kWgThreads, 1) gemm_wgmma_kernel(const GemmSegs sg, const __half* __restrict__ a,
                                                                  int64_t lda, int64_t n, int64_t k,
                                                                  const float* __restrict__ scale) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  static_assert(F == 0 || F == 1, "one wgmma group in flight at most");
+  constexpr int S = kWgStages, P = wg_ahead(F);
   extern __shared__ __align__(16) uint8_t wg_smem_raw[];
   // Stages of [activation tile, weight tile], 16 KiB each.
   uint32_t s0;
@@ -185,7 +200,7 @@ __global__ void __launch_bounds__(kWgThreads, 1) gemm_wgmma_kernel(const GemmSeg
     wg_load_tile(xs + kWgTileBytes, sg.b[bk.seg], sg.ldb[bk.seg], bk.m0, bk.m, k, s);
   };
 #pragma unroll
-  for (int s = 0; s < kWgStages - 1; ++s) {
+  for (int s = 0; s < P; ++s) {
     if (s < steps) load_step(s, s);
     cp_async_commit();  // one group per step, empty past the end: the wait below counts groups
   }
@@ -193,56 +208,118 @@ __global__ void __launch_bounds__(kWgThreads, 1) gemm_wgmma_kernel(const GemmSeg
 #pragma unroll
   for (int i = 0; i < 64; ++i) d[i] = 0.f;
   for (int64_t s = 0; s < steps; ++s) {
-    cp_async_wait<kWgStages - 2>();  // step s's group has landed (this thread's copies) ...
-    fence_proxy_async();             // ... visible to the tensor cores ...
-    __syncthreads();                 // ... everyone's; step s - 1's wgmma are done (waited below)
-    if (s + kWgStages - 1 < steps) load_step(int((s + kWgStages - 1) % kWgStages), s + kWgStages - 1);
+    cp_async_wait<P - 1>();  // step s's group has landed (this thread's copies) ...
+    fence_proxy_async();     // ... visible to the tensor cores ...
+    __syncthreads();         // ... everyone's; step s - 1 - F's wgmma are done (waited below)
+    // Into the stage of step s - 1 - F (s + P = s - 1 - F mod S), free now.
+    if (s + P < steps) load_step(int((s + P) % S), s + P);
     cp_async_commit();
-    const uint32_t xs = s0 + uint32_t(s % kWgStages) * 2 * kWgTileBytes;
+    const uint32_t xs = s0 + uint32_t(s % S) * 2 * kWgTileBytes;
     const uint32_t ws = xs + kWgTileBytes;
     wg_mma_step(d, xs + uint32_t(wg) * 64 * 128, ws);
-    wg_wait0();
+    wg_wait<F>();
     wg_fence_operand(d);
   }
+  wg_wait<0>();
+  wg_fence_operand(d);
   cp_async_wait<0>();
   wg_store(d, bk.out, bk.o_stride, bk.n0 + 64 * wg, n, bk.m0, bk.m, scale);
 #endif
 }
 
-// The same product with the weights read as stored (type T, sg.w / sg.w_stride) and dequantized
-// in the block: each value exactly deq<T>'s float (load_chunk / decode_chunk), rounded to fp16 as
-// dequant_f16_kernel does, so the same sums as dequantizing first (no slab written and read
-// back). The activations through the cp.async stages as above; the weight tile in two buffers:
-// thread tid dequantizes the 32-element chunk tid % 2 of weight row tid / 2 of each k-step.
-// While step s's wgmma run, chunk s + 1 (loaded during step s - 1) is decoded into the other
-// buffer and chunk s + 2's bytes are loaded. k % 32 == 0.
+// ---- the same product, the weights dequantized in the block ----
+//
+// The weights read as stored (type T, sg.w / sg.w_stride) and dequantized in the block: each value
+// exactly deq<T>'s float (load_chunk / decode_chunk), rounded to fp16 as dequant_f16_kernel does,
+// so the same sums as dequantizing first (no slab written and read back). The bytes a k-step
+// needs of each weight row (its window, WgRaw<T>) come by 16-byte cp.async copies of the
+// 16-byte-aligned span around it, in the activations' commit groups and as many steps ahead, into a
+// row slot of an odd number of 16-byte units (rows spread over the banks); each thread decodes
+// its chunk from the slot into the fp16 weight tile (the 128-byte swizzle) while the previous
+// step's wgmma run. (Its first version loaded each chunk with 2-byte global loads, blocks being
+// only 2-byte aligned: a warp's load touched 16 rows, the L1 served 16-32 lines per instruction
+// for 9-37 instructions a chunk, and an 8B prompt's Q4_0 GEMM took 2x the F16 one; docs/cuda.md.)
+
+// The window of a row's bytes k-step s (64 elements: chunks 2 s and 2 s + 1) reads, [lo, lo + kBytes):
+// for 32-element blocks the two blocks, for K-quants the super-block (header and codes), for float
+// types the 64 values; kSlot: the slot, 16 bytes x an odd count, holding the 16-byte-aligned span.
+template <int T>
+struct WgRaw {
+  static constexpr int kBlock = T == kQ8_0 ? 34 : T == kQ4_0 ? 18 : T == kQ4_1 ? 20 : T == kQ5_0 ? 22
+                                : T == kQ5_1 ? 24 : T == kQ4_K ? 144 : T == kQ5_K ? 176 : T == kQ6_K ? 210
+                                : T == kF32 ? 4 : 2;  // bytes a block (super-block; element for float types)
+  static constexpr bool kSuper = T == kQ4_K || T == kQ5_K || T == kQ6_K;
+  static constexpr bool kFloat = T == kF32 || T == kF16 || T == kBF16;
+  static constexpr int kBytes = kSuper ? kBlock : kFloat ? 64 * kBlock : 2 * kBlock;
+  static constexpr int kUnits = (kBytes + 15 + 15) / 16;  // 16-byte units of the span, at most
+  static constexpr int kSlot = 16 * (kUnits | 1);
+  // Row bytes for k elements, and the window's start for step s.
+  __device__ static int64_t row_bytes(int64_t k) { return kSuper ? kBlock * (k / 256) : kFloat ? kBlock * k : kBlock * (k / 32); }
+  __device__ static int64_t lo(int64_t s) { return kSuper ? int64_t(kBlock) * (s >> 2) : kFloat ? 64 * kBlock * s : 2 * kBlock * s; }
+};
+template <int T>
+__host__ __device__ constexpr size_t wg_raw_stage_bytes() { return size_t(kWgRows) * WgRaw<T>::kSlot; }
+// gemm_wgmma_deq_kernel<T>: kWgStages activation stages, 3 weight buffers, 3 raw stages.
+inline constexpr int kWgRawStages = 3;
+template <int T>
+__host__ __device__ constexpr size_t wg_deq_smem_bytes() {
+  return size_t(kWgStages + 3) * kWgTileBytes + kWgRawStages * wg_raw_stage_bytes<T>() + 1024;
+}
+
+// out as gemm_wgmma_kernel<1> with the weights of type T dequantized in the block: commit group
+// g holds the activation tile of step g and the weight windows of step g + 1 (group 0 also
+// step 0's), P = 2 steps ahead; kWgRawStages = P + 1 raw stages (step s's windows in
+// stage s % 3: the one issued at step s is step s + 3's, into the stage step s's windows left,
+// decoded during step s - 1). Per step: wait for group s, synchronize, issue group s + 2, the
+// wgmma of step s, decode step s + 1's chunks from their stage into weight buffer (s + 1) % 3,
+// wait for step s - 1's wgmma. Thread tid: row tid / 2 of the tile, copies its window's units
+// tid % 2, + 2, .. and decodes chunk tid % 2. k % 32 == 0; wg_deq_smem_bytes<T>() of dynamic
+// shared memory.
 template <int T>
 __global__ void __launch_bounds__(kWgThreads, 1) gemm_wgmma_deq_kernel(const GemmSegs sg, const __half* __restrict__ a,
-                                                                     int64_t lda, int64_t n, int64_t k,
-                                                                     const float* __restrict__ scale) {
+                                                                      int64_t lda, int64_t n, int64_t k,
+                                                                      const float* __restrict__ scale) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using R = WgRaw<T>;
+  constexpr int S = kWgStages, P = wg_ahead(1), W = 3, RS = kWgRawStages;
+  static_assert(RS == P + 1, "a raw stage for each step in flight and the one decoded");
   extern __shared__ __align__(16) uint8_t wg_smem_raw[];
-  // [activation stages, 16 KiB each][2 weight buffers, 16 KiB each].
+  // [S activation stages][W weight buffers][RS raw stages of 128 slots], the first two 16 KiB each.
   uint32_t s0;
   uint8_t* smem = wg_smem(wg_smem_raw, s0);
-  uint8_t* wbuf = smem + kWgStages * kWgTileBytes;
+  uint8_t* wbuf = smem + S * kWgTileBytes;
+  uint8_t* rbuf = wbuf + W * kWgTileBytes;
   const int tid = int(threadIdx.x), wg = tid / 128;
   const WgBlock bk = wg_block(sg);
   const int64_t steps = (k + kWgK - 1) / kWgK;
-  auto load_x = [&](int stage, int64_t s) { wg_load_tile(smem + stage * kWgTileBytes, a, lda, bk.n0, n, k, s); };
-  // This thread's weight row and chunk within a step.
   const int wr = tid / 2, wc = tid % 2;
   const bool w_row_in = bk.m0 + wr < bk.m;
   const uint8_t* __restrict__ wrow = sg.w[bk.seg] + (w_row_in ? size_t(bk.m0 + wr) * sg.w_stride[bk.seg] : 0);
-  ChunkRaw<T> rawc;
-  auto load_w = [&](int64_t s) {
-    const int64_t c = 2 * s + wc;
-    if (w_row_in && 32 * c < k) load_chunk<T>(wrow, c, k, rawc);
+  const int64_t row_end = R::row_bytes(k);
+  auto load_x = [&](int stage, int64_t s) { wg_load_tile(smem + stage * kWgTileBytes, a, lda, bk.n0, n, k, s); };
+  // Step s's window of this thread's row into its slot of stage s % RS: the 16-byte units from the
+  // one holding byte lo to the one holding the window's (or the row's) last byte.
+  auto load_raw = [&](int64_t s) {
+    if (!w_row_in || s >= steps) return;
+    const int64_t lo = R::lo(s), hi = lo + R::kBytes < row_end ? lo + R::kBytes : row_end;
+    const uintptr_t a0 = reinterpret_cast<uintptr_t>(wrow + lo) & ~uintptr_t(15);
+    const int units = int((reinterpret_cast<uintptr_t>(wrow + hi) - 1 - a0) / 16 + 1);
+    uint8_t* slot = rbuf + int(s % RS) * wg_raw_stage_bytes<T>() + wr * R::kSlot;
+#pragma unroll
+    for (int u = wc; u < R::kUnits; u += 2)
+      if (u < units) cp_async16(slot + 16 * u, reinterpret_cast<const void*>(a0 + 16 * u), true);
   };
+  // Step s's chunk 2 s + wc of this thread's row, decoded from its slot into weight buffer buf.
   auto store_w = [&](int buf, int64_t s) {
     const int64_t c = 2 * s + wc;
     float v[32];
     if (w_row_in && 32 * c < k) {
+      const uint8_t* slot = rbuf + int(s % RS) * wg_raw_stage_bytes<T>() + wr * R::kSlot;
+      const uintptr_t a0 = reinterpret_cast<uintptr_t>(wrow + R::lo(s)) & ~uintptr_t(15);
+      // The row as load_chunk addresses it, moved so that the window lands in the slot.
+      const uint8_t* vrow = slot - (a0 - reinterpret_cast<uintptr_t>(wrow));
+      ChunkRaw<T> rawc;
+      load_chunk<T>(vrow, c, k, rawc);
       decode_chunk<T>(rawc, c, v);
     } else {
 #pragma unroll
@@ -252,33 +329,37 @@ __global__ void __launch_bounds__(kWgThreads, 1) gemm_wgmma_deq_kernel(const Gem
 #pragma unroll
     for (int q = 0; q < 4; ++q) store_half8(reinterpret_cast<__half*>(ws + wg_swz(wr, 4 * wc + q)), v + 8 * q);
   };
+  // Group 0: step 0's activations and windows, step 1's windows; group g < P: step g's
+  // activations, step g + 1's windows.
+  load_raw(0);
 #pragma unroll
-  for (int s = 0; s < kWgStages - 1; ++s) {
-    if (s < steps) load_x(s, s);
+  for (int g = 0; g < P; ++g) {
+    if (g < steps) load_x(g, g);
+    load_raw(g + 1);
     cp_async_commit();
   }
-  load_w(0);
+  cp_async_wait<P - 1>();
+  __syncthreads();
   store_w(0, 0);
-  if (steps > 1) load_w(1);
   float d[64];
 #pragma unroll
   for (int i = 0; i < 64; ++i) d[i] = 0.f;
   for (int64_t s = 0; s < steps; ++s) {
-    cp_async_wait<kWgStages - 2>();
-    fence_proxy_async();  // this thread's activation copies and weight stores, to the tensor cores
-    __syncthreads();      // everyone's; step s - 1's wgmma are done
-    if (s + kWgStages - 1 < steps) load_x(int((s + kWgStages - 1) % kWgStages), s + kWgStages - 1);
+    cp_async_wait<P - 1>();  // group s: step s's activations, step s + 1's windows
+    fence_proxy_async();     // this thread's activation copies and weight stores, to the tensor cores
+    __syncthreads();         // everyone's; step s - 2's wgmma are done, step s's windows decoded
+    if (s + P < steps) load_x(int((s + P) % S), s + P);
+    load_raw(s + P + 1);  // into stage (s + 3) % 3 = s % 3: step s's windows, decoded in step s - 1
     cp_async_commit();
-    const uint32_t xs = s0 + uint32_t(s % kWgStages) * kWgTileBytes;
-    const uint32_t ws = s0 + uint32_t(kWgStages + s % 2) * kWgTileBytes;
+    const uint32_t xs = s0 + uint32_t(s % S) * kWgTileBytes;
+    const uint32_t ws = s0 + uint32_t(S + s % W) * kWgTileBytes;
     wg_mma_step(d, xs + uint32_t(wg) * 64 * 128, ws);
-    if (s + 1 < steps) {
-      store_w(int((s + 1) % 2), s + 1);  // the other buffer: last read by step s - 1's wgmma
-      if (s + 2 < steps) load_w(s + 2);
-    }
-    wg_wait0();
+    if (s + 1 < steps) store_w(int((s + 1) % W), s + 1);  // the buffer step s - 2's wgmma read
+    wg_wait<1>();
     wg_fence_operand(d);
   }
+  wg_wait<0>();
+  wg_fence_operand(d);
   cp_async_wait<0>();
   wg_store(d, bk.out, bk.o_stride, bk.n0 + 64 * wg, n, bk.m0, bk.m, scale);
 #endif
