@@ -4,8 +4,9 @@
 // Weights are random bytes (timing only: the values do not change the work). Each timed step is
 // N products then synchronize(), repeated, so after the first two steps it runs from a CUDA graph.
 // With --rows R (R > 1) it times prompt-sized products instead: R activation rows against each
-// matrix, on tensor cores (the default) and on the float tiles (ONEBIT_CUDA_MMA=0), in TFLOP/s.
-// Usage: cuda_matvec_bench [--device N] [--reps 20] [--n 20] [--rows 1]
+// matrix, on the default path and with --vs NAME=VALUE set (default ONEBIT_CUDA_MMA=0: the float
+// tiles instead of tensor cores), in TFLOP/s.
+// Usage: cuda_matvec_bench [--device N] [--reps 20] [--n 20] [--rows 1] [--vs ONEBIT_CUDA_MMA=0]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -72,20 +73,23 @@ double time_product(int device, GgmlType type, const Shape& sh, const std::vecto
   return best;
 }
 
-int run_prompt(int device, int reps, int n_per_step, int64_t rows) {
+int run_prompt(int device, int reps, int n_per_step, int64_t rows, const std::string& vs) {
   std::string why;
-  std::printf("| type | matrix | rows | tensor cores us | TFLOP/s | float tiles us | TFLOP/s | speedup |\n");
+  const size_t eq = vs.find('=');
+  if (eq == std::string::npos || eq == 0) return std::fprintf(stderr, "--vs wants NAME=VALUE, got '%s'\n", vs.c_str()), 2;
+  const std::string vs_name = vs.substr(0, eq), vs_value = vs.substr(eq + 1);
+  std::printf("| type | matrix | rows | default us | TFLOP/s | %s us | TFLOP/s | default speedup |\n", vs.c_str());
   std::printf("|---|---|---|---|---|---|---|---|\n");
   for (GgmlType type : kTypes) {
     for (const Shape& sh : kShapes) {
       const auto w = random_weight(type, sh);
       double s[2];
       for (int v = 0; v < 2; ++v) {
-        setenv("ONEBIT_CUDA_MMA", v == 0 ? "1" : "0", 1);
+        if (v == 1) setenv(vs_name.c_str(), vs_value.c_str(), 1);
         s[v] = time_product(device, type, sh, w, rows, reps, n_per_step, &why);
+        if (v == 1) unsetenv(vs_name.c_str());
         if (s[v] < 0) return std::fprintf(stderr, "%s\n", why.c_str()), 1;
       }
-      unsetenv("ONEBIT_CUDA_MMA");
       const double flop = 2.0 * double(sh.m) * double(sh.k) * double(rows);
       std::printf("| %s | %s | %lld | %.1f | %.1f | %.1f | %.1f | %.2fx |\n", ggml_type_name(uint32_t(type)).c_str(),
                   sh.name, static_cast<long long>(rows), s[0] * 1e6, flop / s[0] / 1e12, s[1] * 1e6,
@@ -99,14 +103,16 @@ int run_prompt(int device, int reps, int n_per_step, int64_t rows) {
 int run(int argc, char** argv) {
   int device = 0, reps = 20, n_per_step = 20;
   int64_t rows = 1;
+  std::string vs = "ONEBIT_CUDA_MMA=0";
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
     if (k == "--device") device = std::atoi(argv[i + 1]);
     else if (k == "--reps") reps = std::atoi(argv[i + 1]);
     else if (k == "--n") n_per_step = std::atoi(argv[i + 1]);
     else if (k == "--rows") rows = std::atoll(argv[i + 1]);
+    else if (k == "--vs") vs = argv[i + 1];
   }
-  if (rows > 1) return run_prompt(device, reps, n_per_step, rows);
+  if (rows > 1) return run_prompt(device, reps, n_per_step, rows, vs);
   std::string why;
   const double copy_gbs = cuda_copy_bandwidth_gbs(device, size_t(1) << 30, 5, &why);
   if (copy_gbs <= 0) return std::fprintf(stderr, "%s\n", why.c_str()), 1;
