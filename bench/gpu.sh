@@ -11,7 +11,9 @@
 # decode matrix-vector table, the prompt-sized product
 # table (tensor cores against float tiles) and the CUDA benchmark table with its concurrency rows (bench/gpu_bench.sh: models in $ONEBIT_BENCH_WORK, default /tmp/onebit-gpu-bench; REPS from
 # $ONEBIT_BENCH_REPS, default 3; comparison rows from $ONEBIT_BENCH_COMPARE) after the test
-# summary; the exit code is still the tests'.
+# summary, with llama.cpp's rows beside ours on the same files: its CUDA build from the carried
+# .cudahelper/llama-src.tgz (bench/build_llama_cuda.sh into build-llama, while the tests run), or
+# $ONEBIT_BENCH_LLAMA when set, none with ONEBIT_BENCH_NO_LLAMA=1; the exit code is still the tests'.
 # Where pkg-config finds no cpp-httplib, a carried prefix in $ONEBIT_DEPS (env.sh sets it; else .cudahelper/deps,
 # with lib/pkgconfig/cpp-httplib.pc) is used; stories260K comes from $ONEBIT_STORIES260K when set
 # (default .cudahelper/testdata/stories260K.gguf when present).
@@ -53,6 +55,12 @@ if [ $BENCH = 1 ]; then
   ONEBIT_BENCH_MAKE_ONLY=1 bash bench/gpu_bench.sh "$BUILD" "${ONEBIT_BENCH_WORK:-/tmp/onebit-gpu-bench}" \
     >"$LOGS/bench_models.log" 2>&1 &
   models_pid=$!
+  # llama.cpp's CUDA build for the side-by-side rows, from the carried source, while the tests run.
+  llama_pid=
+  if [ -z "${ONEBIT_BENCH_LLAMA:-}" ] && [ "${ONEBIT_BENCH_NO_LLAMA:-0}" != 1 ] && [ -f .cudahelper/llama-src.tgz ]; then
+    nice -n 10 bash bench/build_llama_cuda.sh .cudahelper/llama-src.tgz "$PWD/build-llama" >"$LOGS/llama_build.log" 2>&1 &
+    llama_pid=$!
+  fi
 fi
 
 "$BUILD/backend_tests" --gtest_filter='Backends/BackendOpsTest.*' >"$LOGS/backend_ops.log" 2>&1
@@ -104,6 +112,14 @@ if [ $BENCH = 1 ]; then
   echo "=== prompt-sized products, tensor cores against float tiles (cuda_matvec_bench --rows 512) ==="
   "$BUILD/bin/cuda_matvec_bench" --rows 512 --reps 3 --n 3 | tee "$LOGS/mma.md"
   wait $models_pid || { tail -20 "$LOGS/bench_models.log"; echo "SUMMARY: making the benchmark models FAILED"; }
+  if [ -n "$llama_pid" ]; then
+    if wait "$llama_pid"; then
+      export ONEBIT_BENCH_LLAMA=$PWD/build-llama
+    else
+      tail -20 "$LOGS/llama_build.log"
+      echo "llama.cpp's CUDA build FAILED ($LOGS/llama_build.log): the table has no llama.cpp rows"
+    fi
+  fi
   echo "=== CUDA benchmark (bench/gpu_bench.sh) ==="
   bash bench/gpu_bench.sh "$BUILD" "${ONEBIT_BENCH_WORK:-/tmp/onebit-gpu-bench}" "${ONEBIT_BENCH_REPS:-3}" \
     | tee "$LOGS/bench.md"
