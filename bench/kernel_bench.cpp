@@ -7,9 +7,10 @@
 // L2 (the kernel's arithmetic alone: compute-bound), `matvec_dram` walks 512 MiB of distinct
 // weights (memory-bound), with `of_read` its GB/s over a one-thread streaming read measured in
 // the same benchmark (bench/read_bandwidth.h): a kernel whose L2 rate is not well above that read
-// rate cannot reach the roofline.
+// rate cannot reach the roofline. `pool_handoff/<strategy>/<threads>`: one empty parallel loop, per job.
 #include <benchmark/benchmark.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <map>
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "backend/cpu/amx.h"
+#include "base/thread_pool.h"
 #include "backend/cpu/cpu_backend.h"
 #include "base/cpu_features.h"
 #include "gguf/quants.h"
@@ -141,7 +143,26 @@ void bm_matvec_dram(benchmark::State& state, CpuIsa isa, GgmlType type) {
   state.counters["of_read"] = gbs / read_gbs;
 }
 
+// The thread pool's hand-off: one parallel loop of n_threads indices with an empty body, per job
+// (a decode step of onebit-20m runs ~110 loops, a step of 8 tokens ~265).
+void bm_pool_handoff(benchmark::State& state, Parallel strategy, int threads) {
+  ThreadPool pool(threads);
+  std::atomic<int64_t> sink{0};
+  for (auto _ : state) {
+    pool.parallel_for(strategy, threads, [&](int64_t b, int64_t e, int) { sink.fetch_add(e - b, std::memory_order_relaxed); });
+  }
+  benchmark::DoNotOptimize(sink.load());
+}
+
 void register_all() {
+  for (int threads : {2, 4}) {
+    for (Parallel st : {Parallel::kStatic, Parallel::kDynamic}) {
+      const std::string name = std::string("pool_handoff/") + (st == Parallel::kStatic ? "static/" : "dynamic/") + std::to_string(threads);
+      benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) { bm_pool_handoff(s, st, threads); })
+          ->Unit(benchmark::kMicrosecond)
+          ->MinTime(0.3);
+    }
+  }
   // AMX tiles (cpu/amx.h) for the prompt shape, where the CPU has them.
   if (cpu::amx_ready()) {
     for (GgmlType type : kTypes) {

@@ -15,7 +15,7 @@ pkg-config --exists cpp-httplib || export PKG_CONFIG_PATH="$DEPS/lib/pkgconfig${
 nvidia-smi --query-gpu=name --format=csv,noheader >> "$S"
 B=build-gpu
 ( cmake -S . -B build-b -G Ninja -DONEBIT_CUDA=ON -DCMAKE_BUILD_TYPE=Release > $OUT/b_cfg.log 2>&1 &&
-  nice -n 5 cmake --build build-b -j16 --target onebit_cli e2e_bench > $OUT/b_build.log 2>&1 &&
+  nice -n 5 cmake --build build-b -j16 --target onebit_cli e2e_bench cuda_matvec_bench > $OUT/b_build.log 2>&1 &&
   ONEBIT_BENCH_TYPES="F16 Q4_0 Q4_K_M" ONEBIT_BENCH_MAKE_ONLY=1 bash bench/gpu_bench.sh build-b /tmp/gb 2 > $OUT/models.log 2>&1
   echo "bench build + models rc $? at $(el) s" >> $OUT/bprog.txt ) &
 BP=$!
@@ -51,6 +51,11 @@ $B/engine_tests --gtest_filter='*Hybrids*:*HeadDrafters*:*EngineFake*:*DraftGove
 echo "engine rc $? at $(el) s: $(grep -E '^\[  (PASSED|FAILED)' $OUT/engine.log | tr '\n' ' ')" >> "$S"
 grep -hE "Failure|FAILED" $OUT/engine.log | head -8 >> "$S"
 wait $BP; cat $OUT/bprog.txt >> "$S"
+for v in ${MATVEC_VS:-}; do
+  [ "$(left)" -gt 90 ] || break
+  echo "== cuda_matvec_bench --rows 512 --vs $v" >> "$S"
+  timeout 120 build-b/bin/cuda_matvec_bench --rows 512 --reps 3 --n 3 --vs $v >> "$S" 2>&1
+done
 for round in 1 2; do
 for m in llama3-8b-Q4_0 llama3-8b-Q4_K_M tinyllama-Q4_0 llama3-8b-F16; do
   for v in $VARIANTS; do

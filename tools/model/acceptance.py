@@ -12,6 +12,9 @@ text, 128 greedy tokens, fixed draft lengths (MTP 3, DFlash block 8 = 7 drafts, 
   # here (or --device cuda there): the engine's, through `1bit serve --mtp-fixed` and each drafter,
   # with the replies compared to drafting off and the decode speed against it
   python3 tools/model/acceptance.py engine --prompts build/acceptance/prompts.json [--torch torch.json]
+Every command takes --family PREFIX (default models/onebit-20m: PREFIX-q8_0.gguf and its drafters
+PREFIX-{mtp,dflash,draft}-q8_0.gguf); `prompts --heldout FILE` reads prepare_data.py's held-out rows
+instead of preparing them (tools/train/run_family_device.sh).
 """
 import argparse
 import json
@@ -26,11 +29,15 @@ import urllib.request
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PROMPT_TOKENS, GEN_TOKENS, N_SAMPLES = 64, 128, 16
 EOT = 8187  # <|endoftext|>: documents are joined by it (tools/train/train.py)
-DRAFTERS = {  # name: (serve options, --mtp-max as evaluate.py drafts)
-    "mtp": (["--mtp", "models/onebit-20m-mtp-q8_0.gguf"], 3),
-    "dflash": (["--dflash", "models/onebit-20m-dflash-q8_0.gguf"], 7),
-    "draft": (["--draft", "models/onebit-20m-draft-q8_0.gguf"], 3),
+DRAFTERS = {  # name: (serve option, --mtp-max as evaluate.py drafts); the file: FAMILY-name-q8_0.gguf
+    "mtp": ("--mtp", 3),
+    "dflash": ("--dflash", 7),
+    "draft": ("--draft", 3),
 }
+
+
+def drafter_file(a, name):
+    return f"{a.family}-{name}-q8_0.gguf"
 
 
 def tokenize(binary, model, texts):
@@ -40,11 +47,15 @@ def tokenize(binary, model, texts):
 
 
 def cmd_prompts(a):
-    with tempfile.TemporaryDirectory() as d:
-        subprocess.run([sys.executable, os.path.join(ROOT, "tools/train/prepare_data.py"), "--out", d,
-                        "--text", a.text, "--repo", ROOT], check=True, stdout=subprocess.DEVNULL)
-        with lzma.open(os.path.join(d, "heldout.jsonl.xz"), "rt", encoding="utf-8") as f:
+    if a.heldout:
+        with lzma.open(a.heldout, "rt", encoding="utf-8") as f:
             rows = [json.loads(line) for line in f]
+    else:
+        with tempfile.TemporaryDirectory() as d:
+            subprocess.run([sys.executable, os.path.join(ROOT, "tools/train/prepare_data.py"), "--out", d,
+                            "--text", a.text, "--repo", ROOT], check=True, stdout=subprocess.DEVNULL)
+            with lzma.open(os.path.join(d, "heldout.jsonl.xz"), "rt", encoding="utf-8") as f:
+                rows = [json.loads(line) for line in f]
     out = {}
     # evaluate.py's groups: code; prose = held prose then held stories (torch.cat order)
     for dom, parts in (("code", ["code"]), ("prose", ["prose", "story"])):
@@ -100,20 +111,19 @@ def cmd_engine(a):
     with open(a.prompts) as f:
         prompts = json.load(f)
     ref = json.load(open(a.torch)) if a.torch else None
-    server = serve(a, 8469, [])
+    server = serve(a, a.port, [])
     try:
-        base = run_prompts(8469, prompts)
+        base = run_prompts(a.port, prompts)
     finally:
         server.terminate()
         server.wait()
     results = {}
-    for i, (name, (opts, n_max)) in enumerate(DRAFTERS.items()):
+    for i, (name, (opt, n_max)) in enumerate(DRAFTERS.items()):
         if a.only and name not in a.only.split(","):
             continue
-        extra = [os.path.join(ROOT, o) if o.startswith("models/") else o for o in opts]
-        server = serve(a, 8470 + i, extra + ["--mtp-max", str(n_max), "--mtp-fixed"])
+        server = serve(a, a.port + 1 + i, [opt, drafter_file(a, name), "--mtp-max", str(n_max), "--mtp-fixed"])
         try:
-            got = run_prompts(8470 + i, prompts)
+            got = run_prompts(a.port + 1 + i, prompts)
         finally:
             server.terminate()
             server.wait()
@@ -150,12 +160,11 @@ def cmd_torch(a):
     with open(a.prompts) as f:
         prompts = json.load(f)
     dev = "cuda" if torch.cuda.is_available() else "cpu"
-    models = os.path.join(ROOT, "models")
     target = target_from_gguf(a.model).to(dev)
-    df = dflash_from_gguf(os.path.join(models, "onebit-20m-dflash-q8_0.gguf"), target.c).to(dev)
+    df = dflash_from_gguf(drafter_file(a, "dflash"), target.c).to(dev)
     fam = SimpleNamespace(target=target, dflash=df, fc=df.d,
-                          mtp=mtp_from_gguf(os.path.join(models, "onebit-20m-mtp-q8_0.gguf"), target.c).to(dev),
-                          draft=target_from_gguf(os.path.join(models, "onebit-20m-draft-q8_0.gguf")).to(dev))
+                          mtp=mtp_from_gguf(drafter_file(a, "mtp"), target.c).to(dev),
+                          draft=target_from_gguf(drafter_file(a, "draft")).to(dev))
     stop = {EOT, 8189}  # <|endoftext|>, <|im_end|>
     out = {"accept": {}, "settings": {"prompt_tokens": PROMPT_TOKENS, "gen_tokens": GEN_TOKENS,
                                       "mtp_draft": EV.MTP_DRAFT, "draft_model_draft": EV.DRAFT_MODEL_DRAFT}}
@@ -182,6 +191,7 @@ def main():
     p = sub.add_parser("prompts")
     p.add_argument("--out", required=True)
     p.add_argument("--text", default=os.path.join(ROOT, "../shared/testdata/text"))
+    p.add_argument("--heldout", help="prepare_data.py's heldout.jsonl.xz (instead of running it on --text)")
     e = sub.add_parser("engine")
     e.add_argument("--prompts", required=True)
     e.add_argument("--torch", help="torch.json to print beside the engine's numbers")
@@ -189,13 +199,17 @@ def main():
     e.add_argument("--only", help="comma-separated drafters")
     e.add_argument("--threads", type=int, default=2)
     e.add_argument("--device", default="cpu")
+    e.add_argument("--port", type=int, default=8469, help="drafting off's server; the drafters' the next ports")
     t = sub.add_parser("torch")
     t.add_argument("--prompts", required=True)
     t.add_argument("--out", required=True)
     for x in (p, e, t):
         x.add_argument("--binary", default=os.path.join(ROOT, "build/bin/1bit"))
-        x.add_argument("--model", default=os.path.join(ROOT, "models/onebit-20m-q8_0.gguf"))
+        x.add_argument("--family", default=os.path.join(ROOT, "models/onebit-20m"),
+                       help="PREFIX of the family's files: PREFIX-q8_0.gguf (the target), PREFIX-{mtp,dflash,draft}-q8_0.gguf")
+        x.add_argument("--model", help="the target (default FAMILY-q8_0.gguf)")
     a = ap.parse_args()
+    a.model = a.model or f"{a.family}-q8_0.gguf"
     {"prompts": cmd_prompts, "engine": cmd_engine, "torch": cmd_torch}[a.cmd](a)
 
 

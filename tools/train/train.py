@@ -4,7 +4,7 @@ draft model (jointly: one loop, one batch, the drafters learn from the current t
 states and logits, detached so they never change the target). Then evaluates (evaluate.py),
 exports (export.py) and plots. Seeded; everything lands in --out.
 
-  python3 tools/train/train.py --data DIR --out OUT [--preset full|tiny] [--train-seconds S]
+  python3 tools/train/train.py --data DIR --out OUT [--preset full|m60|tiny] [--train-seconds S]
 """
 import argparse
 import copy
@@ -36,6 +36,18 @@ PRESETS = {
                             max_position_embeddings=1024, dropout=0.1),
                  dflash=dict(block_size=8, n_layers=2, target_layers=(1, 5, 9), add_last_context=False),
                  seq=1024, batch=16, lr=1.5e-3, epochs=10, anchors=64, eval_every=150),
+    # onebit-60m (docs/models.md, "onebit-60m"): a target whose weights do not fit a core's cache,
+    # so that its 1-token step streams them from memory and a verification of several tokens costs
+    # little more (speculative decoding's benchmark, issue 16); the same drafter shapes, DFlash
+    # with the last-context input. Trained on the same few million tokens: fewer epochs.
+    "m60": dict(vocab=8192, target=dict(hidden_size=640, intermediate_size=1792, num_hidden_layers=12,
+                                        num_attention_heads=10, num_key_value_heads=2, head_dim=64,
+                                        max_position_embeddings=1024, dropout=0.1),
+                draft=dict(hidden_size=256, intermediate_size=768, num_hidden_layers=2,
+                           num_attention_heads=4, num_key_value_heads=2, head_dim=64,
+                           max_position_embeddings=1024, dropout=0.1),
+                dflash=dict(block_size=8, n_layers=2, target_layers=(1, 6, 11), add_last_context=True),
+                seq=1024, batch=16, lr=1e-3, epochs=5, anchors=64, eval_every=150),
     # The second GPU run (docs/models.md): longer, DFlash with the last-context input. It
     # overfits the target after ~1,000 steps; the shipped models come from "full".
     "full16": None,
