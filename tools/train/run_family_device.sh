@@ -8,7 +8,8 @@
 # is ~80 MB): this command is how to get them. docs/models.md, "onebit-60m".
 # Needs tools/train/data_pack (prepare_data.py) and .cudahelper (scripts/gpu_carry.sh):
 #   run(command="bash tools/train/run_family_device.sh", carry=[".cudahelper", "tools/train/data_pack"])
-# TRAIN_SECONDS (default 170), EVAL_SECONDS (40), PRESET (m60), NAME (onebit-60m).
+# TRAIN_SECONDS (default 170), EVAL_SECONDS (40), PRESET (m60), NAME (onebit-60m), CAP (570: seconds
+# from the start by which the CPU measurement is cut off).
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 T0=$(date +%s)
@@ -53,7 +54,7 @@ timeout 150 taskset -c 4-15 $A engine --binary $B --family "$G" --prompts "$W/pr
   --device cuda --out "$OUT/engine_cuda.json" >"$W/engine_cuda.log" 2>&1
 echo "acceptance (engine, CUDA) rc $? at $(el) s" >>"$S"
 cat "$W/engine_cuda.log" >>"$S"
-left=$((570 - $(el)))
+left=$((${CAP:-570} - $(el)))
 (sleep $((left > 5 ? left : 5)); kill $CP 2>/dev/null) &
 wait $CP
 echo "acceptance (engine, 2 CPU cores) rc $? at $(el) s" >>"$S"

@@ -71,6 +71,11 @@ using namespace cuda_detail;
     kernel_tail_ = false; \
   } while (0)
 
+// A comparison switch of the backend (docs/cuda.md): on unless the variable is set to "0".
+bool env_on(const char* name) {
+  const char* e = std::getenv(name);
+  return e == nullptr || std::string(e) != "0";
+}
 
 bool cuda_supports(GgmlType t) {
   switch (t) {
@@ -3121,10 +3126,7 @@ class CudaBackend final : public Backend {
   }
 
   // Deferred steps (ONEBIT_CUDA_GRAPHS=0 runs every op at its call, as before graphs).
-  bool graphs_ = [] {
-    const char* e = std::getenv("ONEBIT_CUDA_GRAPHS");
-    return e == nullptr || std::string(e) != "0";
-  }();
+  bool graphs_ = env_on("ONEBIT_CUDA_GRAPHS");
   std::vector<std::function<void()>> pending_;
   StepKey sig_;
   bool broken_ = false;
@@ -3138,16 +3140,10 @@ class CudaBackend final : public Backend {
   bool panel_smem_set_[32] = {};  // panel_matvec_kernel<type> allowed more than 48 KiB
   // Panel copies of F16 / Q4_0 / Q8_0 / Q4_K / Q6_K weights (ONEBIT_CUDA_PANELS=0 turns them off,
   // for comparisons: decode then runs on the row kernels).
-  bool panels_ = [] {
-    const char* e = std::getenv("ONEBIT_CUDA_PANELS");
-    return e == nullptr || std::string(e) != "0";
-  }();
+  bool panels_ = env_on("ONEBIT_CUDA_PANELS");
   // Prompt-sized products on tensor cores (mma_matmul.cuh; ONEBIT_CUDA_MMA=0 keeps the float
   // tiles, for comparisons).
-  bool mma_ = [] {
-    const char* e = std::getenv("ONEBIT_CUDA_MMA");
-    return e == nullptr || std::string(e) != "0";
-  }();
+  bool mma_ = env_on("ONEBIT_CUDA_MMA");
   // Programmatic dependent launch: 1 (the default) for the panel products (launch_panel), 2 for
   // every step kernel (launch), 0 off (ONEBIT_CUDA_PDL). Measured on an H100 (docs/cuda.md), 2 is
   // slower than 1 (8B Q4_0 tg128 222 against 266 tok/s): so 1. Off before compute capability 9.0.
@@ -3157,22 +3153,13 @@ class CudaBackend final : public Backend {
   }();
   // One-row Q4_0 / Q8_0 products on integer dots with activations to 15 bits (stage_panel_x15);
   // ONEBIT_CUDA_X15=0: the float path.
-  bool x15_ = [] {
-    const char* e = std::getenv("ONEBIT_CUDA_X15");
-    return e == nullptr || std::string(e) != "0";
-  }();
+  bool x15_ = env_on("ONEBIT_CUDA_X15");
   // The decode products' pipelined loop (panel_dots_pipelined; ONEBIT_CUDA_PIPE=0: the loop of
   // U units loaded, then multiplied).
-  bool pipe_ = [] {
-    const char* e = std::getenv("ONEBIT_CUDA_PIPE");
-    return e == nullptr || std::string(e) != "0";
-  }();
+  bool pipe_ = env_on("ONEBIT_CUDA_PIPE");
   // Prompt tiles of paged attention on tensor cores (flash_attention; ONEBIT_CUDA_FLASH=0: the float
   // kernel for every row).
-  bool flash_ = [] {
-    const char* e = std::getenv("ONEBIT_CUDA_FLASH");
-    return e == nullptr || std::string(e) != "0";
-  }();
+  bool flash_ = env_on("ONEBIT_CUDA_FLASH");
   bool kernel_tail_ = false;      // the last op put on the stream is a kernel (CUDA_LAUNCHED / CUDA_COPY)
   bool multi_smem_set_[32] = {};  // matvec_multi_kernel<type> allowed more than 48 KiB of shared memory
   int device_;
@@ -3191,15 +3178,10 @@ class CudaBackend final : public Backend {
   static constexpr size_t kMmaPartMax = size_t(8) << 20;
   // The cut along k of tensor-core products of few tiles (mma_split; ONEBIT_CUDA_MMA_SPLIT=0 off,
   // for comparisons).
-  bool mma_split_on_ = [] {
-    const char* e = std::getenv("ONEBIT_CUDA_MMA_SPLIT");
-    return e == nullptr || std::string(e) != "0";
-  }();
+  bool mma_split_on_ = env_on("ONEBIT_CUDA_MMA_SPLIT");
   int sms_ = 1;  // multiprocessors
-  bool panel_wide_ = [] {  // panel_threads' 16-warp blocks; ONEBIT_CUDA_PANEL_WIDE=0: always 8 warps
-    const char* e = std::getenv("ONEBIT_CUDA_PANEL_WIDE");
-    return e == nullptr || std::string(e) != "0";
-  }();
+  // panel_threads' 16-warp blocks; ONEBIT_CUDA_PANEL_WIDE=0: always 8 warps.
+  bool panel_wide_ = env_on("ONEBIT_CUDA_PANEL_WIDE");
   // The most activation rows a product takes on the panels (panel_segs_apply; past it, the tensor
   // cores): 4 (measured on an H100, TinyLlama Q4_0, ms per step of n tokens: n = 5-8 4.9-5.6 on
   // the 8-row panels, 4.1 on the tensor cores cut along k; n = 3-4 2.8-3.0 on the panels, 4.0 on
@@ -3227,16 +3209,10 @@ class CudaBackend final : public Backend {
   }();
   // The GEMM on wgmma (gemm_wgmma.cuh) where the device is sm_90 and the build has the kernel
   // (sm_90a); ONEBIT_CUDA_WGMMA=0: gemm_f16_kernel (mma.sync) everywhere.
-  bool wgmma_ = [] {
-    const char* e = std::getenv("ONEBIT_CUDA_WGMMA");
-    return e == nullptr || std::string(e) != "0";
-  }();
+  bool wgmma_ = env_on("ONEBIT_CUDA_WGMMA");
   // The F16 wgmma GEMM with one wgmma group left in flight across its barrier (gemm_wgmma.cuh);
   // ONEBIT_CUDA_WG_INFLIGHT=0: each step's group waited for before the next barrier.
-  bool wg_in_flight_ = [] {
-    const char* e = std::getenv("ONEBIT_CUDA_WG_INFLIGHT");
-    return e == nullptr || std::string(e) != "0";
-  }();
+  bool wg_in_flight_ = env_on("ONEBIT_CUDA_WG_INFLIGHT");
   __half* gemm_x_ = nullptr;
   size_t gemm_x_n_ = 0;
   __half* gemm_w_ = nullptr;

@@ -176,6 +176,16 @@ __device__ __forceinline__ WgBlock wg_block(const GemmSegs& sg) {
   return bk;
 }
 
+// A GEMM block's end: its wgmma groups and copies drained, warpgroup wg's fragment stored (its 64
+// activation rows from bk.n0 + 64 wg).
+__device__ __forceinline__ void wg_finish(float (&d)[64], const WgBlock& bk, int wg, int64_t n,
+                                          const float* __restrict__ scale) {
+  wg_wait<0>();
+  wg_fence_operand(d);
+  cp_async_wait<0>();
+  wg_store(d, bk.out, bk.o_stride, bk.n0 + 64 * wg, n, bk.m0, bk.m, scale);
+}
+
 // out[nn, mm] = scale[nn] * sum_e a[nn, e] b[mm, e] for mm < m, nn < n, per product of sg (as
 // gemm_f16_kernel). Block (x, y): activation rows 128 x .., weight rows 128 (y - tile0) .. (the
 // blocks of one weight tile run side by side: its rows come from DRAM about once);
@@ -220,10 +230,7 @@ __global__ void __launch_bounds__(kWgThreads, 1) gemm_wgmma_kernel(const GemmSeg
     wg_wait<F>();
     wg_fence_operand(d);
   }
-  wg_wait<0>();
-  wg_fence_operand(d);
-  cp_async_wait<0>();
-  wg_store(d, bk.out, bk.o_stride, bk.n0 + 64 * wg, n, bk.m0, bk.m, scale);
+  wg_finish(d, bk, wg, n, scale);
 #endif
 }
 
@@ -358,10 +365,7 @@ __global__ void __launch_bounds__(kWgThreads, 1) gemm_wgmma_deq_kernel(const Gem
     wg_wait<1>();
     wg_fence_operand(d);
   }
-  wg_wait<0>();
-  wg_fence_operand(d);
-  cp_async_wait<0>();
-  wg_store(d, bk.out, bk.o_stride, bk.n0 + 64 * wg, n, bk.m0, bk.m, scale);
+  wg_finish(d, bk, wg, n, scale);
 #endif
 }
 
