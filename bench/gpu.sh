@@ -78,6 +78,9 @@ for slab in 0 128; do
   ONEBIT_CUDA_GEMM_ROWS=5 ONEBIT_CUDA_WGMMA=0 ONEBIT_CUDA_GEMM_SLAB_MB=$slab "$BUILD/backend_tests" \
     --gtest_filter='Backends/BackendOpsTest.*Matmul*' >>"$LOGS/backend_gemm_sync.log" 2>&1 || gemm_rc=1
 done
+# And on the warp-specialized wgmma GEMM (gemm_wgmma_ws.cuh, ONEBIT_CUDA_WG_WS=1; Hopper only).
+ONEBIT_CUDA_GEMM_ROWS=5 ONEBIT_CUDA_WG_WS=1 "$BUILD/backend_tests" \
+  --gtest_filter='Backends/BackendOpsTest.*Matmul*' >"$LOGS/backend_gemm_ws.log" 2>&1 || gemm_rc=1
 "$BUILD/model_tests" --gtest_filter='CudaModel.*' >"$LOGS/cuda_model.log" 2>&1
 model_rc=$?
 "$BUILD/engine_tests" --gtest_filter="$ENGINE_FILTER" >"$LOGS/engine.log" 2>&1
@@ -91,7 +94,7 @@ grep '^\[op-error\]' "$LOGS/backend_ops.log" | awk '{
   if (!(key in worst) || ma+0 > worst[key]+0) worst[key]=ma; if (!(key in wn) || nm+0 > wn[key]+0) wn[key]=nm
 } END { for (k in worst) printf "  %-28s max_abs=%-10s nmse=%s\n", k, worst[k], wn[k] }' | sort
 echo "=== failures ==="
-grep -E '^\[  FAILED  \]|Failure|CHECK failed' "$LOGS/backend_ops.log" "$LOGS/backend_gemm.log" "$LOGS/backend_gemm_sync.log" "$LOGS/cuda_model.log" \
+grep -E '^\[  FAILED  \]|Failure|CHECK failed' "$LOGS/backend_ops.log" "$LOGS/backend_gemm.log" "$LOGS/backend_gemm_sync.log" "$LOGS/backend_gemm_ws.log" "$LOGS/cuda_model.log" \
   "$LOGS/engine.log" | head -40
 echo "=== model ==="
 grep -E '^\[cuda-model\]|SKIPPED|skip' "$LOGS/cuda_model.log" | head -20
@@ -100,6 +103,7 @@ echo "build of the tests: $((t1 - t0)) s; tests: $((t2 - t1)) s; 1bit: $cli"
 echo "backend_ops: $(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$LOGS/backend_ops.log" | tr '\n' ' ') rc=$ops_rc"
 echo "gemm (all):  $(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$LOGS/backend_gemm.log" | tr '\n' ' ') rc=$gemm_rc"
 echo "gemm (mma.sync; slabs, together): $(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$LOGS/backend_gemm_sync.log" | tr '\n' ' ')"
+echo "gemm (warp-specialized): $(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$LOGS/backend_gemm_ws.log" | tr '\n' ' ')"
 echo "cuda_model:  $(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$LOGS/cuda_model.log" | tr '\n' ' ') rc=$model_rc"
 echo "engine:      $(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$LOGS/engine.log" | tr '\n' ' ') rc=$engine_rc"
 if [ $BENCH = 1 ]; then

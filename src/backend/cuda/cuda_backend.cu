@@ -40,6 +40,7 @@
 #include "backend/cuda/flash_attn.cuh"
 #include "backend/cuda/gemm_f16.cuh"
 #include "backend/cuda/gemm_wgmma.cuh"
+#include "backend/cuda/gemm_wgmma_ws.cuh"
 #include "backend/cuda/kernel_args.cuh"
 #include "backend/cuda/mma_matmul.cuh"
 #include "base/check.h"
@@ -2843,7 +2844,19 @@ class CudaBackend final : public Backend {
       if (sg.n == 0) return;
       ONEBIT_CHECK_MSG(sg.tile0[sg.n] <= 65535, "cuda backend: a grouped GEMM grid past 65,535 weight tiles in y");
       const dim3 grid(x_tiles, unsigned(sg.tile0[sg.n]));
-      if (kind == -1 && wg_in_flight_) {
+      if (wg_ws_) {
+        // Tensor maps of the activations and (F16 in place) each product's weight rows.
+        WsMaps maps;
+        bool mapped = ws_encode_map(&maps.x, gemm_x_, n, k, k);
+        for (int i = 0; kind == -1 && i < sg.n; ++i) mapped = mapped && ws_encode_map(&maps.w[i], sg.b[i], sg.m[i], k, sg.ldb[i]);
+        ONEBIT_CHECK_MSG(mapped, "cuda backend: the driver refused a tensor map of the GEMM (ONEBIT_CUDA_WG_WS=1)");
+        if (kind == -1) {
+          gemm_wgmma_ws_kernel<kWsF16><<<grid, kWsThreads, ws_smem_bytes<kWsF16>(), stream_>>>(sg, maps, n, k, row_scales_);
+        } else {
+          ONEBIT_CUDA_TYPE_SWITCH(kind, gemm_wgmma_ws_kernel<T><<<grid, kWsThreads, ws_smem_bytes<T>(), stream_>>>(
+                                            sg, maps, n, k, row_scales_));
+        }
+      } else if (kind == -1 && wg_in_flight_) {
         gemm_wgmma_kernel<1><<<grid, kWgThreads, kWgSmemBytes, stream_>>>(sg, gemm_x_, k, n, k, row_scales_);
       } else if (kind == -1) {
         gemm_wgmma_kernel<0><<<grid, kWgThreads, kWgSmemBytes, stream_>>>(sg, gemm_x_, k, n, k, row_scales_);
@@ -2893,8 +2906,13 @@ class CudaBackend final : public Backend {
                            GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K}) {
           ONEBIT_CUDA_TYPE_SWITCH(t, CUDA_OK(cudaFuncSetAttribute(reinterpret_cast<const void*>(&gemm_wgmma_deq_kernel<T>),
                                                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                                  int(wg_deq_smem_bytes<T>()))));
+                                                                  int(wg_deq_smem_bytes<T>())));
+                                  CUDA_OK(cudaFuncSetAttribute(reinterpret_cast<const void*>(&gemm_wgmma_ws_kernel<T>),
+                                                               cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                               int(ws_smem_bytes<T>()))));
         }
+        CUDA_OK(cudaFuncSetAttribute(reinterpret_cast<const void*>(&gemm_wgmma_ws_kernel<kWsF16>),
+                                     cudaFuncAttributeMaxDynamicSharedMemorySize, int(ws_smem_bytes<kWsF16>())));
       }
       gemm_smem_set_ = true;
     }
@@ -3213,6 +3231,12 @@ class CudaBackend final : public Backend {
   // The F16 wgmma GEMM with one wgmma group left in flight across its barrier (gemm_wgmma.cuh);
   // ONEBIT_CUDA_WG_INFLIGHT=0: each step's group waited for before the next barrier.
   bool wg_in_flight_ = env_on("ONEBIT_CUDA_WG_INFLIGHT");
+  // The warp-specialized wgmma GEMM (gemm_wgmma_ws.cuh: a producer warpgroup, bulk tensor copies,
+  // mbarriers, no block barrier in the loop) for every wgmma product; ONEBIT_CUDA_WG_WS=1 (off by default).
+  bool wg_ws_ = [] {
+    const char* e = std::getenv("ONEBIT_CUDA_WG_WS");
+    return e != nullptr && std::string(e) == "1";
+  }();
   __half* gemm_x_ = nullptr;
   size_t gemm_x_n_ = 0;
   __half* gemm_w_ = nullptr;
