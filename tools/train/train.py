@@ -36,18 +36,6 @@ PRESETS = {
                             max_position_embeddings=1024, dropout=0.1),
                  dflash=dict(block_size=8, n_layers=2, target_layers=(1, 5, 9), add_last_context=False),
                  seq=1024, batch=16, lr=1.5e-3, epochs=10, anchors=64, eval_every=150),
-    # onebit-60m (docs/models.md, "onebit-60m"): a target whose weights do not fit a core's cache,
-    # so that its 1-token step streams them from memory and a verification of several tokens costs
-    # little more (speculative decoding's benchmark, issue 16); the same drafter shapes, DFlash
-    # with the last-context input. Trained on the same few million tokens: fewer epochs.
-    "m60": dict(vocab=8192, target=dict(hidden_size=640, intermediate_size=1792, num_hidden_layers=12,
-                                        num_attention_heads=10, num_key_value_heads=2, head_dim=64,
-                                        max_position_embeddings=1024, dropout=0.1),
-                draft=dict(hidden_size=256, intermediate_size=768, num_hidden_layers=2,
-                           num_attention_heads=4, num_key_value_heads=2, head_dim=64,
-                           max_position_embeddings=1024, dropout=0.1),
-                dflash=dict(block_size=8, n_layers=2, target_layers=(1, 6, 11), add_last_context=True),
-                seq=1024, batch=16, lr=1e-3, epochs=5, anchors=64, eval_every=150),
     # The second GPU run (docs/models.md): longer, DFlash with the last-context input. It
     # overfits the target after ~1,000 steps; the shipped models come from "full".
     "full16": None,
@@ -63,6 +51,14 @@ PRESETS = {
 }
 PRESETS["full16"] = dict(PRESETS["full"], epochs=16, anchors=128, eval_every=200,
                         dflash=dict(PRESETS["full"]["dflash"], add_last_context=True))
+# onebit-60m (docs/models.md, "onebit-60m"): a target whose weights do not fit a core's cache, so
+# that its 1-token step streams them from memory and a verification of several tokens costs little
+# more (speculative decoding's benchmark, issue 16); "full"'s draft model, DFlash with the
+# last-context input and layers spread over 12. The same few million tokens: fewer epochs.
+PRESETS["m60"] = dict(PRESETS["full"], lr=1e-3, epochs=5,
+                      target=dict(PRESETS["full"]["target"], hidden_size=640, intermediate_size=1792,
+                                  num_hidden_layers=12, num_attention_heads=10),
+                      dflash=dict(PRESETS["full"]["dflash"], target_layers=(1, 6, 11), add_last_context=True))
 KD_WEIGHT = 0.5    # drafters: (1-w) * CE(ground truth) + w * CE(target's distribution)
 MTP_PASSES = 3
 
