@@ -19,9 +19,9 @@
 #include <vector>
 
 #include "backend/cpu/amx.h"
-#include "base/thread_pool.h"
 #include "backend/cpu/cpu_backend.h"
 #include "base/cpu_features.h"
+#include "base/thread_pool.h"
 #include "gguf/quants.h"
 #include "read_bandwidth.h"
 

@@ -47,15 +47,14 @@ def tokenize(binary, model, texts):
 
 
 def cmd_prompts(a):
-    if a.heldout:
-        with lzma.open(a.heldout, "rt", encoding="utf-8") as f:
-            rows = [json.loads(line) for line in f]
-    else:
-        with tempfile.TemporaryDirectory() as d:
+    with tempfile.TemporaryDirectory() as d:
+        heldout = a.heldout
+        if not heldout:
             subprocess.run([sys.executable, os.path.join(ROOT, "tools/train/prepare_data.py"), "--out", d,
                             "--text", a.text, "--repo", ROOT], check=True, stdout=subprocess.DEVNULL)
-            with lzma.open(os.path.join(d, "heldout.jsonl.xz"), "rt", encoding="utf-8") as f:
-                rows = [json.loads(line) for line in f]
+            heldout = os.path.join(d, "heldout.jsonl.xz")
+        with lzma.open(heldout, "rt", encoding="utf-8") as f:
+            rows = [json.loads(line) for line in f]
     out = {}
     # evaluate.py's groups: code; prose = held prose then held stories (torch.cat order)
     for dom, parts in (("code", ["code"]), ("prose", ["prose", "story"])):
