@@ -78,9 +78,13 @@ for slab in 0 128; do
   ONEBIT_CUDA_GEMM_ROWS=5 ONEBIT_CUDA_WGMMA=0 ONEBIT_CUDA_GEMM_SLAB_MB=$slab "$BUILD/backend_tests" \
     --gtest_filter='Backends/BackendOpsTest.*Matmul*' >>"$LOGS/backend_gemm_sync.log" 2>&1 || gemm_rc=1
 done
-# And on the warp-specialized wgmma GEMM (gemm_wgmma_ws.cuh, ONEBIT_CUDA_WG_WS=1; Hopper only).
-ONEBIT_CUDA_GEMM_ROWS=5 ONEBIT_CUDA_WG_WS=1 "$BUILD/backend_tests" \
-  --gtest_filter='Backends/BackendOpsTest.*Matmul*' >"$LOGS/backend_gemm_ws.log" 2>&1 || gemm_rc=1
+# And on Hopper with every wgmma product on the warp-specialized GEMM (gemm_wgmma_ws.cuh,
+# ONEBIT_CUDA_WG_WS=1: the dequantizing types too), then with none (=0: F16 on gemm_wgmma_kernel).
+: >"$LOGS/backend_gemm_ws.log"
+for ws in 1 0; do
+  ONEBIT_CUDA_GEMM_ROWS=5 ONEBIT_CUDA_WG_WS=$ws "$BUILD/backend_tests" \
+    --gtest_filter='Backends/BackendOpsTest.*Matmul*' >>"$LOGS/backend_gemm_ws.log" 2>&1 || gemm_rc=1
+done
 "$BUILD/model_tests" --gtest_filter='CudaModel.*' >"$LOGS/cuda_model.log" 2>&1
 model_rc=$?
 "$BUILD/engine_tests" --gtest_filter="$ENGINE_FILTER" >"$LOGS/engine.log" 2>&1

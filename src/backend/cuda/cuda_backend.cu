@@ -2844,12 +2844,12 @@ class CudaBackend final : public Backend {
       if (sg.n == 0) return;
       ONEBIT_CHECK_MSG(sg.tile0[sg.n] <= 65535, "cuda backend: a grouped GEMM grid past 65,535 weight tiles in y");
       const dim3 grid(x_tiles, unsigned(sg.tile0[sg.n]));
-      if (wg_ws_) {
-        // Tensor maps of the activations and (F16 in place) each product's weight rows.
-        WsMaps maps;
-        bool mapped = ws_encode_map(&maps.x, gemm_x_, n, k, k);
-        for (int i = 0; kind == -1 && i < sg.n; ++i) mapped = mapped && ws_encode_map(&maps.w[i], sg.b[i], sg.m[i], k, sg.ldb[i]);
-        ONEBIT_CHECK_MSG(mapped, "cuda backend: the driver refused a tensor map of the GEMM (ONEBIT_CUDA_WG_WS=1)");
+      // Tensor maps of the activations and (F16 in place) each product's weight rows; where the
+      // driver refuses one, the block-synchronous kernels below.
+      WsMaps maps;
+      bool mapped = ws_for(kind) && ws_encode_map(&maps.x, gemm_x_, n, k, k);
+      for (int i = 0; mapped && kind == -1 && i < sg.n; ++i) mapped = ws_encode_map(&maps.w[i], sg.b[i], sg.m[i], k, sg.ldb[i]);
+      if (mapped) {
         if (kind == -1) {
           gemm_wgmma_ws_kernel<kWsF16><<<grid, kWsThreads, ws_smem_bytes<kWsF16>(), stream_>>>(sg, maps, n, k, row_scales_);
         } else {
@@ -2907,12 +2907,14 @@ class CudaBackend final : public Backend {
           ONEBIT_CUDA_TYPE_SWITCH(t, CUDA_OK(cudaFuncSetAttribute(reinterpret_cast<const void*>(&gemm_wgmma_deq_kernel<T>),
                                                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                                   int(wg_deq_smem_bytes<T>())));
-                                  CUDA_OK(cudaFuncSetAttribute(reinterpret_cast<const void*>(&gemm_wgmma_ws_kernel<T>),
-                                                               cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                               int(ws_smem_bytes<T>()))));
+                                  if (ws_for(int(t))) CUDA_OK(cudaFuncSetAttribute(
+                                      reinterpret_cast<const void*>(&gemm_wgmma_ws_kernel<T>),
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize, int(ws_smem_bytes<T>()))));
         }
-        CUDA_OK(cudaFuncSetAttribute(reinterpret_cast<const void*>(&gemm_wgmma_ws_kernel<kWsF16>),
-                                     cudaFuncAttributeMaxDynamicSharedMemorySize, int(ws_smem_bytes<kWsF16>())));
+        if (ws_for(-1)) {
+          CUDA_OK(cudaFuncSetAttribute(reinterpret_cast<const void*>(&gemm_wgmma_ws_kernel<kWsF16>),
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, int(ws_smem_bytes<kWsF16>())));
+        }
       }
       gemm_smem_set_ = true;
     }
@@ -3232,11 +3234,15 @@ class CudaBackend final : public Backend {
   // ONEBIT_CUDA_WG_INFLIGHT=0: each step's group waited for before the next barrier.
   bool wg_in_flight_ = env_on("ONEBIT_CUDA_WG_INFLIGHT");
   // The warp-specialized wgmma GEMM (gemm_wgmma_ws.cuh: a producer warpgroup, bulk tensor copies,
-  // mbarriers, no block barrier in the loop) for every wgmma product; ONEBIT_CUDA_WG_WS=1 (off by default).
-  bool wg_ws_ = [] {
+  // mbarriers, no block barrier in the loop): for F16 weights in place by default (1.06-1.10x
+  // gemm_wgmma_kernel on the 8B products, H100), the dequantizing types stay on
+  // gemm_wgmma_deq_kernel (1.06-1.23x faster than its 128 decoding threads). ONEBIT_CUDA_WG_WS=0:
+  // never; =1: every wgmma product.
+  int wg_ws_ = [] {
     const char* e = std::getenv("ONEBIT_CUDA_WG_WS");
-    return e != nullptr && std::string(e) == "1";
+    return e == nullptr ? 2 : std::atoi(e) == 1 ? 1 : 0;
   }();
+  bool ws_for(int kind) const { return wg_ws_ == 1 || (wg_ws_ == 2 && kind == -1); }
   __half* gemm_x_ = nullptr;
   size_t gemm_x_n_ = 0;
   __half* gemm_w_ = nullptr;

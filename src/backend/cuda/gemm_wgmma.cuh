@@ -266,6 +266,42 @@ struct WgRaw {
 };
 template <int T>
 __host__ __device__ constexpr size_t wg_raw_stage_bytes() { return size_t(kWgRows) * WgRaw<T>::kSlot; }
+// Step s's window of weight row wrow (k elements) into its slot: the 16-byte units from the one
+// holding byte lo(s) to the one holding the window's (or the row's) last byte; this thread copies
+// units u0, u0 + DU, ...
+template <int T, int DU>
+__device__ __forceinline__ void wg_copy_window(uint8_t* slot, const uint8_t* wrow, int64_t k, int64_t s, int u0) {
+  using R = WgRaw<T>;
+  const int64_t row_end = R::row_bytes(k), lo = R::lo(s);
+  const int64_t hi = lo + R::kBytes < row_end ? lo + R::kBytes : row_end;
+  const uintptr_t a0 = reinterpret_cast<uintptr_t>(wrow + lo) & ~uintptr_t(15);
+  const int units = int((reinterpret_cast<uintptr_t>(wrow + hi) - 1 - a0) / 16 + 1);
+#pragma unroll
+  for (int u = u0; u < R::kUnits; u += DU)
+    if (u < units) cp_async16(slot + 16 * u, reinterpret_cast<const void*>(a0 + 16 * u), true);
+}
+// Chunk 2 s + h of weight row wrow, decoded from step s's window in slot (wg_copy_window's) to
+// halves in row r, columns 4 h .. 4 h + 3 of the swizzled weight tile ws; zeros for a row outside
+// the matrix (row_in false) or a chunk past k.
+template <int T>
+__device__ __forceinline__ void wg_decode_to_tile(uint8_t* ws, int r, const uint8_t* slot, const uint8_t* wrow,
+                                                  bool row_in, int64_t k, int64_t s, int h) {
+  const int64_t c = 2 * s + h;
+  float v[32];
+  if (row_in && 32 * c < k) {
+    const uintptr_t a0 = reinterpret_cast<uintptr_t>(wrow + WgRaw<T>::lo(s)) & ~uintptr_t(15);
+    // The row as load_chunk addresses it, moved so that the window lands in the slot.
+    const uint8_t* vrow = slot - (a0 - reinterpret_cast<uintptr_t>(wrow));
+    ChunkRaw<T> rawc;
+    load_chunk<T>(vrow, c, k, rawc);
+    decode_chunk<T>(rawc, c, v);
+  } else {
+#pragma unroll
+    for (int i = 0; i < 32; ++i) v[i] = 0.f;
+  }
+#pragma unroll
+  for (int q = 0; q < 4; ++q) store_half8(reinterpret_cast<__half*>(ws + wg_swz(r, 4 * h + q)), v + 8 * q);
+}
 // gemm_wgmma_deq_kernel<T>: kWgStages activation stages, 3 weight buffers, 3 raw stages.
 inline constexpr int kWgRawStages = 3;
 template <int T>
@@ -302,39 +338,15 @@ __global__ void __launch_bounds__(kWgThreads, 1) gemm_wgmma_deq_kernel(const Gem
   const int wr = tid / 2, wc = tid % 2;
   const bool w_row_in = bk.m0 + wr < bk.m;
   const uint8_t* __restrict__ wrow = sg.w[bk.seg] + (w_row_in ? size_t(bk.m0 + wr) * sg.w_stride[bk.seg] : 0);
-  const int64_t row_end = R::row_bytes(k);
   auto load_x = [&](int stage, int64_t s) { wg_load_tile(smem + stage * kWgTileBytes, a, lda, bk.n0, n, k, s); };
-  // Step s's window of this thread's row into its slot of stage s % RS: the 16-byte units from the
-  // one holding byte lo to the one holding the window's (or the row's) last byte.
+  auto slot_of = [&](int64_t s) { return rbuf + int(s % RS) * wg_raw_stage_bytes<T>() + wr * R::kSlot; };
+  // Step s's window of this thread's row into its slot of stage s % RS (units wc, wc + 2, ..).
   auto load_raw = [&](int64_t s) {
-    if (!w_row_in || s >= steps) return;
-    const int64_t lo = R::lo(s), hi = lo + R::kBytes < row_end ? lo + R::kBytes : row_end;
-    const uintptr_t a0 = reinterpret_cast<uintptr_t>(wrow + lo) & ~uintptr_t(15);
-    const int units = int((reinterpret_cast<uintptr_t>(wrow + hi) - 1 - a0) / 16 + 1);
-    uint8_t* slot = rbuf + int(s % RS) * wg_raw_stage_bytes<T>() + wr * R::kSlot;
-#pragma unroll
-    for (int u = wc; u < R::kUnits; u += 2)
-      if (u < units) cp_async16(slot + 16 * u, reinterpret_cast<const void*>(a0 + 16 * u), true);
+    if (w_row_in && s < steps) wg_copy_window<T, 2>(slot_of(s), wrow, k, s, wc);
   };
   // Step s's chunk 2 s + wc of this thread's row, decoded from its slot into weight buffer buf.
   auto store_w = [&](int buf, int64_t s) {
-    const int64_t c = 2 * s + wc;
-    float v[32];
-    if (w_row_in && 32 * c < k) {
-      const uint8_t* slot = rbuf + int(s % RS) * wg_raw_stage_bytes<T>() + wr * R::kSlot;
-      const uintptr_t a0 = reinterpret_cast<uintptr_t>(wrow + R::lo(s)) & ~uintptr_t(15);
-      // The row as load_chunk addresses it, moved so that the window lands in the slot.
-      const uint8_t* vrow = slot - (a0 - reinterpret_cast<uintptr_t>(wrow));
-      ChunkRaw<T> rawc;
-      load_chunk<T>(vrow, c, k, rawc);
-      decode_chunk<T>(rawc, c, v);
-    } else {
-#pragma unroll
-      for (int i = 0; i < 32; ++i) v[i] = 0.f;
-    }
-    uint8_t* ws = wbuf + buf * kWgTileBytes;
-#pragma unroll
-    for (int q = 0; q < 4; ++q) store_half8(reinterpret_cast<__half*>(ws + wg_swz(wr, 4 * wc + q)), v + 8 * q);
+    wg_decode_to_tile<T>(wbuf + buf * kWgTileBytes, wr, slot_of(s), wrow, w_row_in, k, s, wc);
   };
   // Group 0: step 0's activations and windows, step 1's windows; group g < P: step g's
   // activations, step g + 1's windows.

@@ -189,16 +189,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
             tma_load_2d(s0 + uint32_t(st) * 2 * kWgTileBytes, &maps.x, int32_t(kWgK * s), int32_t(bk.n0),
                         full(st));
           }
-          if (w_row_in) {  // step s's window of row t, as gemm_wgmma_deq_kernel's load_raw
-            const int64_t row_end = R::row_bytes(k), lo = R::lo(s);
-            const int64_t hi = lo + R::kBytes < row_end ? lo + R::kBytes : row_end;
-            const uintptr_t a0 = reinterpret_cast<uintptr_t>(wrow + lo) & ~uintptr_t(15);
-            const int units = int((reinterpret_cast<uintptr_t>(wrow + hi) - 1 - a0) / 16 + 1);
-            uint8_t* slot = slot_of(s);
-#pragma unroll
-            for (int u = 0; u < R::kUnits; ++u)
-              if (u < units) cp_async16(slot + 16 * u, reinterpret_cast<const void*>(a0 + 16 * u), true);
-          }
+          if (w_row_in) wg_copy_window<TR, 1>(slot_of(s), wrow, k, s, 0);  // step s's window of row t
         }
         cp_async_commit();  // one group per turn (empty past the last step): the wait counts groups
         if (s >= D) {
@@ -207,26 +198,8 @@ __global__ void __launch_bounds__(kWsThreads, 1)
           const int st = int(sd % S);
           // Row t's chunks 2 sd and 2 sd + 1 from its slot into the stage's weight tile.
           uint8_t* ws = smem + st * 2 * kWgTileBytes + kWgTileBytes;
-          const uint8_t* slot = slot_of(sd);
-          const uintptr_t a0 = reinterpret_cast<uintptr_t>(wrow + R::lo(sd)) & ~uintptr_t(15);
-          const uint8_t* vrow =
-              slot - (a0 - reinterpret_cast<uintptr_t>(wrow));  // the window lands in the slot
 #pragma unroll
-          for (int j = 0; j < 2; ++j) {
-            const int64_t c = 2 * sd + j;
-            float v[32];
-            if (w_row_in && 32 * c < k) {
-              ChunkRaw<TR> rawc;
-              load_chunk<TR>(vrow, c, k, rawc);
-              decode_chunk<TR>(rawc, c, v);
-            } else {
-#pragma unroll
-              for (int i = 0; i < 32; ++i) v[i] = 0.f;
-            }
-#pragma unroll
-            for (int q = 0; q < 4; ++q)
-              store_half8(reinterpret_cast<__half*>(ws + wg_swz(t, 4 * j + q)), v + 8 * q);
-          }
+          for (int h = 0; h < 2; ++h) wg_decode_to_tile<TR>(ws, t, slot_of(sd), wrow, w_row_in, k, sd, h);
           fence_proxy_async();  // this thread's stores, to the tensor cores' proxy
           mbar_arrive(full(st));
         }
