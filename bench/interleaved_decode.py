@@ -13,12 +13,15 @@ over the wall clock; median and mean, and the drafted and accepted tokens the re
       --config off="--threads 2" --config mtp="--threads 2 --mtp models/onebit-20m-mtp-q8_0.gguf" \\
       --rounds 8 --tokens 128 --concurrency 1,4,16
 
-A configuration may add request fields after a `|`, and use another configuration's server
+A configuration's options may start with NAME=VALUE words: its server's environment
+(--config logits="ONEBIT_ARGMAX_ROWS=0 --device cuda"). It may add request fields after a `|`, and use another configuration's server
 with `@NAME` for its options: --config mtp0='@mtp|{"speculative.n_max": 0}'. Every other
 configuration gets a server of its own (two with the same options: a control for the noise).
 """
 import argparse
 import json
+import os
+import re
 import shlex
 import socket
 import statistics
@@ -97,8 +100,13 @@ def main():
                 continue
             port = free_port()
             log = open(f"/tmp/interleaved-{port}.log", "w")
-            proc = subprocess.Popen([a.binary, "serve", "-m", a.model, "--port", str(port)] + shlex.split(opts),
-                                    stdout=log, stderr=subprocess.STDOUT)
+            # Leading NAME=VALUE words are the server's environment (as in a shell).
+            words, env = shlex.split(opts), dict(os.environ)
+            while words and re.fullmatch(r"[A-Z_][A-Z0-9_]*=.*", words[0]):
+                key, _, value = words.pop(0).partition("=")
+                env[key] = value
+            proc = subprocess.Popen([a.binary, "serve", "-m", a.model, "--port", str(port)] + words,
+                                    stdout=log, stderr=subprocess.STDOUT, env=env)
             servers[name] = (port, proc)
             print(f"{name}: port {port}, log /tmp/interleaved-{port}.log", file=sys.stderr)
             wait_ready(port, proc, name)

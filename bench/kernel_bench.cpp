@@ -117,11 +117,18 @@ void bm_matvec_l2(benchmark::State& state, CpuIsa isa, GgmlType type) {
       double(p.w.size()) / mean_seconds(state, [&](int64_t) { return time_once(*be, w, x, out); }) / 1e9;
 }
 
-// Decode from DRAM: distinct copies of one kM x kK weight, 512 MiB in all, each product reading
-// the next; the read bandwidth measured right before gives the roofline fraction.
-void bm_matvec_dram(benchmark::State& state, CpuIsa isa, GgmlType type) {
-  Problem p = make_problem(type, 1);
-  auto be = make_cpu_backend(1, isa);
+// The DRAM rows' threads: ONEBIT_BENCH_THREADS (default 1; the read bandwidth is one thread's).
+int dram_threads() {
+  const char* e = std::getenv("ONEBIT_BENCH_THREADS");
+  return e != nullptr ? std::max(1, std::atoi(e)) : 1;
+}
+
+// Decode (n = 1) and verification steps (n = 2..8) from DRAM: distinct copies of one kM x kK
+// weight, 512 MiB in all, each product reading the next; the read bandwidth measured right before
+// gives the roofline fraction.
+void bm_matvec_dram(benchmark::State& state, CpuIsa isa, GgmlType type, int64_t n) {
+  Problem p = make_problem(type, n);
+  auto be = make_cpu_backend(dram_threads(), isa);
   // Distinct host copies too: a type without panels keeps the host bytes it was given.
   const size_t copies = ((size_t(512) << 20) + p.w.size() - 1) / p.w.size();
   std::vector<std::vector<uint8_t>> hosts;
@@ -131,9 +138,9 @@ void bm_matvec_dram(benchmark::State& state, CpuIsa isa, GgmlType type) {
     hosts.push_back(p.w);
     ws.push_back(be->weight_from_host(type, kM, kK, hosts.back()).value());
   }
-  Tensor x = be->alloc(GgmlType::kF32, 1, kK).value();
+  Tensor x = be->alloc(GgmlType::kF32, n, kK).value();
   be->write(x, p.x.data());
-  Tensor out = be->alloc(GgmlType::kF32, 1, kM).value();
+  Tensor out = be->alloc(GgmlType::kF32, n, kM).value();
   static ReadBandwidth read(size_t(512) << 20);
   const double read_gbs = read.measure(1, 2);
   const double gbs =
@@ -176,7 +183,7 @@ void register_all() {
   for (CpuIsa isa : {CpuIsa::kAvx2, CpuIsa::kAvxVnni, CpuIsa::kAvx512, CpuIsa::kAvx512Vnni}) {
     if (!cpu_isa_supported(isa)) continue;
     for (GgmlType type : kTypes) {
-      for (int64_t n : {1, 4, 8, 64}) {  // decode, verification steps / small batches, prompts
+      for (int64_t n : {1, 2, 4, 8, 64}) {  // decode, verification steps / small batches, prompts
         const std::string name = (n == 1 ? std::string("matvec/") : "matmul" + std::to_string(n) + "/") +
                                  ggml_type_name(uint32_t(type)) + "/" + std::string(cpu_isa_name(isa));
         benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) { bm_matmul(s, isa, type, n); })
@@ -187,9 +194,12 @@ void register_all() {
       benchmark::RegisterBenchmark(("matvec_l2/" + suffix).c_str(), [=](benchmark::State& s) { bm_matvec_l2(s, isa, type); })
           ->Unit(benchmark::kMicrosecond)
           ->MinTime(0.2);
-      benchmark::RegisterBenchmark(("matvec_dram/" + suffix).c_str(), [=](benchmark::State& s) { bm_matvec_dram(s, isa, type); })
-          ->Unit(benchmark::kMicrosecond)
-          ->MinTime(0.5);
+      for (int64_t n : {1, 2, 4, 8}) {
+        const std::string name = (n == 1 ? std::string("matvec_dram/") : "matmul" + std::to_string(n) + "_dram/") + suffix;
+        benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) { bm_matvec_dram(s, isa, type, n); })
+            ->Unit(benchmark::kMicrosecond)
+            ->MinTime(0.5);
+      }
     }
   }
 }

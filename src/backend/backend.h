@@ -191,6 +191,11 @@ class Backend {
   // out = x * sigmoid(g) elementwise; g is [n, d] like x, or [n, 1] (one gate per row). out may
   // alias x.
   virtual void sigmoid_mul(const Tensor& x, const Tensor& g, const Tensor& out) = 0;
+  // ids[0, i] = the index of row i's largest value, the lowest among equal ones, a NaN never
+  // beating a number (a row whose first value is NaN gives 0: the scan of onebit::argmax), or -1
+  // when that value is -inf (no value can be taken). x F32 [n, d]; ids I32 [1, n]. A greedy row of
+  // logits thus comes back from a device as one id.
+  virtual void argmax_rows(const Tensor& x, const Tensor& ids) = 0;
 
   // --- recurrent layers (gated delta net); each sequence's state is one row of a state tensor ---
   // The rows of a step belong to sequences (seq_ids I32 [1, n], indices into state_rows I32
@@ -251,6 +256,7 @@ void check_moe_route(const Tensor& logits, const Tensor& ids, const Tensor& weig
 void check_moe_matmul(const Tensor& w, int32_t n_experts, const Tensor& x, const Tensor& ids, const Tensor& out);
 void check_moe_combine(const Tensor& y, const Tensor& weights, const Tensor& out);
 void check_sigmoid_mul(const Tensor& x, const Tensor& g, const Tensor& out);
+void check_argmax_rows(const Tensor& x, const Tensor& ids);
 // CHECKs of ssm_conv's and gated_delta_rule's shapes and types; returns the kernel width K, or the
 // (n_heads, dk, dv) of the delta rule.
 int64_t check_ssm_conv(const Tensor& x, const Tensor& w, const Tensor& seq_ids, const Tensor& state_rows,

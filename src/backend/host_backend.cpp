@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <numbers>
 
 #include "base/large_alloc.h"
@@ -113,6 +114,17 @@ void HostBackend::copy(const Tensor& src, const Tensor& dst) {
 void HostBackend::read(const Tensor& src, void* dst) {
   const size_t rb = src.row_bytes();
   for (int64_t r = 0; r < src.n_rows; ++r) std::memcpy(static_cast<uint8_t*>(dst) + r * rb, row_ptr(src, r), rb);
+}
+
+void HostBackend::argmax_rows(const Tensor& x, const Tensor& ids) {
+  check_argmax_rows(x, ids);
+  int32_t* id = reinterpret_cast<int32_t*>(row_ptr(ids, 0));
+  for (int64_t i = 0; i < x.n_rows; ++i) {
+    const float* r = reinterpret_cast<const float*>(row_ptr(x, i));
+    int64_t best = 0;
+    for (int64_t c = 1; c < x.n_cols; ++c) best = r[c] > r[best] ? c : best;
+    id[i] = r[best] == -std::numeric_limits<float>::infinity() ? -1 : int32_t(best);
+  }
 }
 
 void check_store_kv(const Tensor& src, const Tensor& slots, const Tensor& dst) {

@@ -86,6 +86,8 @@ class HostBackend : public Backend {
   void synchronize() override {}
   // dst = src, any type, row by row (may overlap).
   void copy(const Tensor& src, const Tensor& dst) override;
+  // The rows scanned in order (the definition: backend.h).
+  void argmax_rows(const Tensor& x, const Tensor& ids) override;
 
  private:
   std::string label_;

@@ -71,6 +71,11 @@ void check_sigmoid_mul(const Tensor& x, const Tensor& g, const Tensor& out) {
   ONEBIT_CHECK(g.n_rows == x.n_rows && (g.n_cols == x.n_cols || g.n_cols == 1));
 }
 
+void check_argmax_rows(const Tensor& x, const Tensor& ids) {
+  ONEBIT_CHECK(x.type == GgmlType::kF32 && x.n_cols >= 1);
+  ONEBIT_CHECK(ids.type == GgmlType::kI32 && ids.n_rows == 1 && ids.n_cols == x.n_rows);
+}
+
 }  // namespace onebit
 
 namespace onebit {

@@ -164,6 +164,8 @@ Engine::Engine(std::unique_ptr<ModelRunner> runner, EngineOptions options, Engin
       blocks_(layout_.n_blocks, layout_.block_size),
       scheduler_(blocks_, SchedulerOptions{layout_.pool_slots, layout_.batch_tokens, runner_->state_rows()}) {
   credit_ms_ = kPrefillCreditMs;
+  const char* e = std::getenv("ONEBIT_ARGMAX_ROWS");
+  argmax_rows_ = options_.argmax_ids && (e == nullptr || std::string(e) != "0");
 }
 
 int32_t EngineLayout::total_slots() const {
@@ -486,6 +488,10 @@ void Engine::learn_timing(const StepPlan& plan, double step_ms) {
   credit_ms_ = std::clamp(credit_ms_ + kPrefillShare * decode_ms - n_prefill * cost, 0.0, kPrefillCreditMs);
 }
 
+bool Engine::greedy_ids(const Live& live) {
+  return live.sampler && live.sampler->plain_greedy() && !live.request.constraint;
+}
+
 void Engine::build_batch(const StepPlan& plan) {
   StepBatch& b = batch_;
   b.clear();
@@ -493,6 +499,7 @@ void Engine::build_batch(const StepPlan& plan) {
   int32_t widest = 1;
   for (const ScheduledRun& r : plan.runs) widest = std::max(widest, static_cast<int32_t>(r.seq->block_table.size()));
   b.max_blocks = StepBatch::table_width(widest, layout_.max_blocks());
+  bool any_ids = false;
   for (size_t s = 0; s < plan.runs.size(); ++s) {
     const ScheduledRun& r = plan.runs[s];
     const std::vector<int32_t>& table = r.seq->block_table;
@@ -508,11 +515,17 @@ void Engine::build_batch(const StepPlan& plan) {
       for (int32_t pos : positions_) b.out_rows.push_back(static_cast<int32_t>(b.tokens.size()) - r.n + pos - r.first);
     } else {
       for (int32_t k = r.n_logits; k > 0; --k) b.out_rows.push_back(static_cast<int32_t>(b.tokens.size()) - k);
+      // Rows only a plain greedy choice reads come back as their argmax id, not a vocabulary of
+      // logits (computed where the logits are: on a GPU, no logits copy).
+      const bool ids_only = r.n_logits > 0 && argmax_rows_ && greedy_ids(*live_.at(r.seq->id));
+      any_ids |= ids_only;
+      b.argmax_out.insert(b.argmax_out.end(), size_t(r.n_logits), uint8_t(ids_only));
     }
     b.block_tables.insert(b.block_tables.end(), table.begin(), table.end());
     b.block_tables.resize(size_t(s + 1) * b.max_blocks, -1);
     if (r.seq->state_row >= 0) b.state_rows.push_back(r.seq->state_row);
   }
+  if (!any_ids) b.argmax_out.clear();
   // Recurrent models: a drafted run keeps the state after each of its rows but the last (the
   // verified one of them is restored in sample_and_stream when the draft's rest is rejected).
   if (runner_->state_rows() == 0 || plan.n_draft == 0) return;
@@ -782,13 +795,25 @@ void Engine::sample_and_stream(const StepPlan& plan, double now) {
     int32_t accepted = 0;
     bool ended = false;
     for (int32_t i = 0; i <= n_draft && !ended; ++i) {
-      float* row = out_.logits.data() + (first_row + size_t(i)) * vocab;
-      if (live.request.ignore_eos) {
+      // A row that came back as its argmax id (build_batch: plain greedy, no grammar). (A runner
+      // that does not hand back ids, as the tests' fake ones, fills every logits row.) Masking
+      // end tokens (ignore_eos) only lowers them, so it changes the greedy token only when that
+      // is an end token: then the row's logits after all.
+      const size_t o = first_row + size_t(i);
+      bool by_id = !out_.argmax.empty() && batch_.argmax_out[o] != 0;
+      float* row = by_id ? nullptr : out_.logits.data() + o * vocab;
+      if (by_id && live.request.ignore_eos && out_.argmax[o] >= 0 && options_.is_end && options_.is_end(out_.argmax[o])) {
+        row_again_.resize(vocab);
+        runner_->logits_row(int32_t(o), row_again_);
+        row = row_again_.data();
+        by_id = false;
+      }
+      if (live.request.ignore_eos && !by_id) {
         for (TokenId id : end_tokens_) row[id] = -std::numeric_limits<float>::infinity();
       }
       // A constraint masks each row as it stands after the tokens accepted before it, so a draft
       // that leaves the grammar is rejected like any other mismatch.
-      TokenConstraint* constraint = live.request.constraint.get();
+      TokenConstraint* constraint = live.request.constraint.get();  // (none on a row by id)
       // Tokens that may still come, this one included: max_tokens and the context both end it.
       const int32_t budget = std::min(live.request.n_predict - live.n_generated, layout_.n_ctx - (last + 1 + i) + 1);
       if (constraint && constraint->mask(std::span<float>(row, vocab), budget) == 0) {
@@ -799,8 +824,9 @@ void Engine::sample_and_stream(const StepPlan& plan, double now) {
       }
       const TokenId draft = i < n_draft ? seq.tokens[size_t(last + 1 + i)] : -1;
       const std::span<const TokenId> context(seq.tokens.data(), size_t(last + 1 + i));
-      const TokenId token = live.sampler->sample(std::span<float>(row, vocab), context, size_t(seq.n_prompt),
-                                                 want_logprobs ? &live.logprobs : nullptr, draft);
+      const TokenId token = by_id ? out_.argmax[o]
+                                  : live.sampler->sample(std::span<float>(row, vocab), context, size_t(seq.n_prompt),
+                                                         want_logprobs ? &live.logprobs : nullptr, draft);
       if (token < 0) {
         finish(live, FinishReason::kError,
                constraint ? "no token can be sampled: logit_bias bans every token the grammar allows"

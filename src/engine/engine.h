@@ -15,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
@@ -134,6 +135,9 @@ struct EngineOptions {
   int32_t draft_max = 3;                  // tokens drafted per step at most (--mtp-max)
   bool draft_when_it_pays = true;         // the cost model picks each draft's length; false:
                                           // always draft_max (tests of the bookkeeping)
+  bool argmax_ids = true;                 // plain greedy rows come back as argmax ids, not logits
+                                          // (Backend::argmax_rows); ONEBIT_ARGMAX_ROWS=0 also turns
+                                          // it off, for comparisons
   // kLast, kMean or kCls: an embedding engine. Each sequence runs its prompt only (n_predict is
   // not used) and finishes (kEnd) with SequenceEvents::embedding: its final-normed hidden rows
   // pooled (the last token's, the mean over every prompt token, the first token's) and
@@ -247,6 +251,9 @@ class Engine {
   // One step: drop cancelled sequences, schedule, run, sample, finish; publishes the state.
   void step();
   void build_batch(const StepPlan& plan);
+  // Whether `live`'s logits rows are read by nothing but a plain greedy choice (no bias,
+  // penalties, log probabilities or grammar): they come back as argmax ids.
+  static bool greedy_ids(const Live& live);
   void sample_and_stream(const StepPlan& plan, double now);
   // Embedding engines: adds the step's hidden rows to each run's pooled sum; finishes the runs
   // that reached their prompt's end.
@@ -282,7 +289,9 @@ class Engine {
   std::map<int64_t, std::unique_ptr<Live>> live_;  // worker only
   std::vector<Live*> held_;                         // worker only: live, waiting for a leader
   StepBatch batch_;                                 // worker only: reused every step
+  bool argmax_rows_ = true;  // EngineOptions::argmax_ids and not ONEBIT_ARGMAX_ROWS=0
   StepOutput out_;
+  std::vector<float> row_again_;  // worker only: a logits row read again (sample_and_stream)
   std::vector<int32_t> positions_;   // worker only: embedding_positions of one run
   std::vector<int32_t> kept_;        // worker only: per run of the step, the positions it computed
                                      // and kept (a rejected draft's not), -1 when its sequence ended

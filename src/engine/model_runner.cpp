@@ -1,6 +1,8 @@
 // The model-backed runner; see model_runner.h.
 #include "engine/model_runner.h"
 
+#include "base/check.h"
+
 namespace onebit {
 namespace {
 
@@ -23,10 +25,13 @@ class ModelBackedRunner final : public ModelRunner {
     for (const BlockCopy& c : copies) model_.copy_kv_block(pool_, c.src, c.dst);
   }
 
+  void logits_row(int32_t o, std::span<float> dst) override { model_.read_logits_row(o, dst); }
+
   Status run(const StepBatch& batch, StepOutput& out) override {
     out.hidden.clear();
+    out.argmax.clear();
     return model_.forward(batch, pool_, out.logits, hidden_ ? &out.hidden : nullptr,
-                          model_.limits().capture_layers.empty() ? nullptr : &out.captured);
+                          model_.limits().capture_layers.empty() ? nullptr : &out.captured, &out.argmax);
   }
 
  private:
@@ -37,6 +42,10 @@ class ModelBackedRunner final : public ModelRunner {
 };
 
 }  // namespace
+
+void ModelRunner::logits_row(int32_t, std::span<float>) {
+  ONEBIT_CHECK_MSG(false, "this runner hands back no argmax ids, so no row is asked for again");
+}
 
 Result<std::unique_ptr<ModelRunner>> make_model_runner(Model& model, const RunnerOptions& options) {
   ONEBIT_TRY(model.reserve(options.limits));

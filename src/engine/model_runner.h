@@ -16,7 +16,10 @@
 namespace onebit {
 
 struct StepOutput {
-  std::vector<float> logits;  // [n_out, vocab] in out_rows order
+  std::vector<float> logits;  // [n_out, vocab] in out_rows order; rows the batch marks
+                              // argmax_out left unwritten
+  std::vector<int32_t> argmax;  // [n_out] each row's argmax (Backend::argmax_rows) when the batch
+                                // marks any argmax_out; else empty
   std::vector<float> hidden;  // [n_out, hidden] final-normed rows; empty unless the runner was
                               // made with RunnerOptions::hidden (embeddings)
   std::vector<float> captured;  // [n_tokens, width] the limits' capture_layers outputs of every
@@ -31,6 +34,9 @@ class ModelRunner {
   virtual void copy_blocks(std::span<const BlockCopy> copies) = 0;
   // Runs one step. An error means nothing was stored that a later step relies on.
   virtual Status run(const StepBatch& batch, StepOutput& out) = 0;
+  // The last step's logits row o [vocab], for a row that came back as its argmax id (a greedy
+  // request ignoring end tokens whose argmax is one). Only runners that hand back ids get asked.
+  virtual void logits_row(int32_t o, std::span<float> dst);
   // Recurrent-state rows of the pool (a row per running sequence: StepBatch::state_rows); 0 when
   // the model has no recurrent layers.
   virtual int32_t state_rows() const { return 0; }

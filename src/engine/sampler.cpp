@@ -65,6 +65,12 @@ Sampler::Sampler(const SamplerParams& params) : params_(params), rng_(params.see
   ONEBIT_CHECK(validate(params).ok());
 }
 
+bool Sampler::plain_greedy() const {
+  const SamplerParams& p = params_;
+  return p.temperature <= 0.0f && p.logit_bias.empty() && p.repeat_penalty == 1.0f && p.frequency_penalty == 0.0f &&
+         p.presence_penalty == 0.0f && p.n_logprobs < 0;
+}
+
 void Sampler::apply_penalties(std::span<float> logits, std::span<const int32_t> context, size_t n_prompt) {
   const int64_t vocab = static_cast<int64_t>(logits.size());
   for (const LogitBias& b : params_.logit_bias) {

@@ -70,6 +70,10 @@ class Sampler {
                  SampledLogprobs* logprobs = nullptr, int32_t draft = -1);
 
   const SamplerParams& params() const { return params_; }
+  // Greedy with nothing that reads or changes the logits first (no bias, penalties or log
+  // probabilities): sample() is then argmax (the lowest id on ties; -1 when every logit is -inf),
+  // which a backend can compute where the logits are (Backend::argmax_rows).
+  bool plain_greedy() const;
 
  private:
   struct Candidate {

@@ -70,6 +70,7 @@ void StepBatch::clear() {
   block_tables.clear();
   max_blocks = 0;
   out_rows.clear();
+  argmax_out.clear();
   state_rows.clear();
   ckpt_rows.clear();
 }
@@ -183,7 +184,7 @@ Status Model::reserve(const StepLimits& lim) {
       {&s.ids, GgmlType::kI32, n, 1},           {&s.positions, GgmlType::kI32, n, 1},
       {&s.slots, GgmlType::kI32, n, 1},         {&s.seq_ids, GgmlType::kI32, n, 1},
       {&s.block_tables, GgmlType::kI32, int64_t(lim.max_seqs) * lim.max_blocks, 1},
-      {&s.out_ids, GgmlType::kI32, no, 1},
+      {&s.out_ids, GgmlType::kI32, no, 1},      {&s.argmax, GgmlType::kI32, no, 1},
       {&s.x, GgmlType::kF32, n, c.hidden_size}, {&s.h, GgmlType::kF32, n, c.hidden_size},
       {&s.o, GgmlType::kF32, n, c.hidden_size},
       {&s.gate, GgmlType::kF32, n, c.intermediate_size}, {&s.up, GgmlType::kF32, n, c.intermediate_size},
@@ -237,8 +238,8 @@ Status Model::reserve(const StepLimits& lim) {
 }
 
 void Model::Scratch::free_all(Backend& backend) {
-  for (Tensor* t : {&ids, &positions, &slots, &seq_ids, &block_tables, &out_ids, &x, &h, &o, &gate, &up, &out_rows,
-                    &logits, &captured}) {
+  for (Tensor* t : {&ids, &positions, &slots, &seq_ids, &block_tables, &out_ids, &argmax, &x, &h, &o, &gate, &up,
+                    &out_rows, &logits, &captured}) {
     if (t->valid()) backend.free(*t);
     *t = Tensor{};
   }
@@ -311,6 +312,10 @@ Status Model::validate(const StepBatch& b, const KvPool& pool) const {
       return make_error("forward: output rows must be increasing token indices");
     }
   }
+  if (!b.argmax_out.empty() && b.argmax_out.size() != b.out_rows.size()) {
+    return make_error("forward: argmax_out has " + std::to_string(b.argmax_out.size()) + " entries for " +
+                      std::to_string(b.out_rows.size()) + " output rows (one each, or none)");
+  }
   // Recurrent layers: one distinct state row of the pool per sequence.
   if (!config_.recurrent.empty()) {
     if (int64_t(b.state_rows.size()) != n_seqs) {
@@ -343,7 +348,7 @@ Status Model::validate(const StepBatch& b, const KvPool& pool) const {
 }
 
 Status Model::forward(const StepBatch& b, KvPool& pool, std::vector<float>& logits, std::vector<float>* hidden,
-                      std::vector<float>* captured) {
+                      std::vector<float>* captured, std::vector<int32_t>* argmax) {
   ONEBIT_TRY(validate(b, pool));
   const int64_t n = b.n_tokens(), n_seqs = b.n_seqs(), n_out = static_cast<int64_t>(b.out_rows.size());
   Scratch& sc = *scratch_;
@@ -374,7 +379,7 @@ Status Model::forward(const StepBatch& b, KvPool& pool, std::vector<float>& logi
   }
   forward_decoder(pool, n, n_seqs, b.max_blocks, n_out, !b.ckpt_rows.empty());
   logits.resize(limits_.logits ? static_cast<size_t>(n_out * config_.vocab_size) : 0);
-  if (n_out > 0 && limits_.logits) backend_.read(sc.logits.rows(0, n_out), logits.data());
+  if (n_out > 0 && limits_.logits) read_logits(b, n_out, logits, argmax);
   if (hidden) {
     hidden->resize(static_cast<size_t>(n_out * config_.hidden_size));
     if (n_out > 0) backend_.read(sc.out_rows.rows(0, n_out), hidden->data());
@@ -385,6 +390,37 @@ Status Model::forward(const StepBatch& b, KvPool& pool, std::vector<float>& logi
   }
   backend_.synchronize();
   return ok_status();
+}
+
+// The step's logits rows, or for rows the batch marks argmax_out their argmax_rows ids instead
+// (one launch over every row; the other rows' logits read in runs).
+void Model::read_logits(const StepBatch& b, int64_t n_out, std::vector<float>& logits, std::vector<int32_t>* argmax) {
+  Scratch& sc = *scratch_;
+  if (argmax == nullptr || b.argmax_out.empty()) {
+    backend_.read(sc.logits.rows(0, n_out), logits.data());
+    return;
+  }
+  const Tensor ids = first_i32(sc.argmax, n_out);
+  backend_.argmax_rows(sc.logits.rows(0, n_out), ids);
+  argmax->resize(size_t(n_out));
+  backend_.read(ids, argmax->data());
+  const size_t vocab = size_t(config_.vocab_size);
+  for (int64_t o = 0; o < n_out;) {
+    if (b.argmax_out[size_t(o)]) {
+      ++o;
+      continue;
+    }
+    int64_t e = o + 1;
+    while (e < n_out && !b.argmax_out[size_t(e)]) ++e;
+    backend_.read(sc.logits.rows(o, e - o), logits.data() + size_t(o) * vocab);
+    o = e;
+  }
+}
+
+void Model::read_logits_row(int32_t o, std::span<float> dst) {
+  ONEBIT_CHECK(limits_.logits && o >= 0 && o < limits_.max_out && dst.size() == size_t(config_.vocab_size));
+  backend_.read(scratch_->logits.rows(o, 1), dst.data());
+  backend_.synchronize();
 }
 
 Result<KvCache> Model::new_kv_cache(int32_t n_ctx) {

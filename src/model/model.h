@@ -47,6 +47,9 @@ struct StepBatch {
   std::vector<int32_t> block_tables;  // [n_seqs, max_blocks] row-major; -1 past a sequence's blocks
   int32_t max_blocks = 0;
   std::vector<int32_t> out_rows;      // [n_out] indices of the tokens that get logits, in order
+  std::vector<uint8_t> argmax_out;    // [n_out] or empty: where 1, the caller takes the row's argmax
+                                      // (forward's `argmax`, Backend::argmax_rows) and not its logits
+                                      // (a device hands back one id, not a vocabulary of floats)
   std::vector<int32_t> state_rows;    // [n_seqs] recurrent models: each sequence's state row of the
                                       // pool (distinct); a sequence whose step starts at position 0
                                       // starts from a zero state
@@ -142,11 +145,16 @@ class Model {
   // Runs one step over `pool` and writes logits [n_out, vocab_size] (out_rows order) to `logits`
   // (resized; empty when the limits say no logits) and, when `hidden` is given, the final-normed
   // rows [n_out, hidden_size] (llama.cpp's result_norm) to it; when `captured` is given, the
-  // outputs of the limits' capture_layers for every token [n_tokens, layers * hidden_size].
+  // outputs of the limits' capture_layers for every token [n_tokens, layers * hidden_size]. With
+  // `argmax` and batch.argmax_out, every row's argmax_rows id [n_out] goes to `argmax`, and the
+  // logits rows marked there are left unwritten.
   // Errors (and runs nothing) on a token id outside the vocabulary, a step beyond the reserved
   // limits, or positions, slots and block tables that do not agree.
   Status forward(const StepBatch& batch, KvPool& pool, std::vector<float>& logits,
-                 std::vector<float>* hidden = nullptr, std::vector<float>* captured = nullptr);
+                 std::vector<float>* hidden = nullptr, std::vector<float>* captured = nullptr,
+                 std::vector<int32_t>* argmax = nullptr);
+  // The last forward's logits row o into dst [vocab_size] (a row it handed back as an argmax id).
+  void read_logits_row(int32_t o, std::span<float> dst);
   // The weights, for drafters that share the target's embedding and output matrix.
   const ModelWeights& weights() const { return w_; }
 
@@ -165,6 +173,7 @@ class Model {
   Model(const GgufFile& file, Backend& backend, ModelConfig config);
   Status bind_weights();
   Status validate(const StepBatch& batch, const KvPool& pool) const;
+  void read_logits(const StepBatch& batch, int64_t n_out, std::vector<float>& logits, std::vector<int32_t>* argmax);
   // Calls the hook with a host copy of `t` (no-op without a hook).
   void observe(std::string_view name, int layer_idx, const Tensor& t);
   // The decoder forward (model/forward.cpp): the step's inputs already in scratch.

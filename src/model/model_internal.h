@@ -23,6 +23,7 @@ struct Model::Scratch {
   Tensor seq_ids;          // I32 [1, max_tokens]
   Tensor block_tables;     // I32 [1, max_seqs * max_blocks]
   Tensor out_ids;          // I32 [1, max_out]
+  Tensor argmax;           // I32 [1, max_out] the logits rows' argmax_rows (StepBatch::argmax_out)
   Tensor x;                // [max_tokens, hidden] the residual stream
   Tensor h;                // [max_tokens, hidden] normed input
   Tensor o;                // [max_tokens, hidden] a branch's output

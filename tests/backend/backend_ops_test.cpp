@@ -11,6 +11,7 @@
 //   attention, paged_attention: 1e-10 (float online softmax and dot products); CUDA's tiles of
 //   prompt rows on tensor cores (fp16 q, k, v, p): 1e-6;
 //   moe_route: 1e-11 and the same expert ids; moe_combine: 1e-12; sigmoid_mul: 1e-11;
+//   argmax_rows: the same ids;
 //   moe_matmul: matmul's budgets; ssm_conv: 1e-12 (its states exact);
 //   gated_delta_rule: 1e-10 (float, chunked for long runs, against the double token loop);
 //   matmul with float weights (F32/F16/BF16), and every type on CUDA (dequantized to float,
@@ -25,6 +26,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <string>
@@ -660,6 +662,44 @@ TEST_P(BackendOpsTest, MoeRouteTopK) {
           EXPECT_EQ(got_ids, want_ids) << what;
         }
       }
+    }
+  }
+}
+
+// Rows of logits-like values for argmax_rows: random ones, the row's best planted again at a later
+// and (another row) at an earlier column (ties), and rows of NaN and -inf: NaN first, NaN among
+// numbers, all NaN, all -inf, -inf with NaN. The same ids on every backend (the reference scans).
+std::vector<float> argmax_rows_data(int64_t n, int64_t d, uint32_t seed) {
+  std::vector<float> x = random_floats(size_t(n * d), seed, 4.0f);
+  const float nan = std::numeric_limits<float>::quiet_NaN(), ninf = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < n; ++i) {
+    float* r = x.data() + i * d;
+    const int64_t best = std::max_element(r, r + d) - r;
+    switch (i % 8) {
+      case 1: r[d - 1] = r[best]; break;                         // a tie after the best
+      case 2: r[0] = r[best]; break;                             // a tie before it
+      case 3: r[0] = nan; break;                                 // NaN first: column 0
+      case 4: r[d / 2] = nan; break;                             // NaN elsewhere: never taken
+      case 5: std::fill(r, r + d, nan); break;                   // all NaN
+      case 6: std::fill(r, r + d, ninf); break;                  // nothing to take: -1
+      case 7: std::fill(r, r + d, ninf), r[d - 1] = nan; break;  // -inf and NaN: -1 (unless d is 1)
+      default: break;
+    }
+  }
+  return x;
+}
+
+TEST_P(BackendOpsTest, ArgmaxRowsEqualTheScan) {
+  for (int64_t d : {1, 7, 300, 8197}) {
+    for (int64_t n : {1, 3, 17}) {
+      const auto x = argmax_rows_data(n, d, uint32_t(50 + d + n));
+      std::vector<int32_t> got, want;
+      for (Backend* b : {&be(), &ref()}) {
+        Tensor ids = b->alloc(GgmlType::kI32, 1, n).value();
+        b->argmax_rows(input_view(*b, n, d, x), ids);
+        (b == &be() ? got : want) = download_i32(*b, ids);
+      }
+      EXPECT_EQ(got, want) << bname() << " argmax_rows n=" << n << " d=" << d;
     }
   }
 }

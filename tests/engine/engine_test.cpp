@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "engine/drafter.h"
 #include "engine/engine.h"
 #include "gguf/gguf_reader.h"
 #include "model/model.h"
@@ -186,6 +187,46 @@ TEST(Engine, IgnoreEosRunsToTheLimitWithoutTheEndToken) {
   EXPECT_EQ(stopped.size(), static_cast<size_t>(first_end + 1));
 }
 
+// Greedy rows handed back as argmax ids (EngineOptions::argmax_ids, the default) give the tokens
+// the logits rows give: plain greedy, greedy ignoring an end token that greedy picks (its row read
+// again and masked), greedy with a bias or with log probabilities (logits rows), drafted by
+// n-grams (verification rows), and a seeded sample after them.
+TEST(Engine, GreedyIdsGiveTheTokensOfLogitsRows) {
+  ONEBIT_REQUIRE_TESTDATA(kModel);
+  Loaded l = load();
+  const std::vector<TokenId> prompt = {1, 403, 407};
+  const TokenId end_token = reference(*l.model, prompt, 10)[3];
+  std::vector<std::vector<TokenId>> runs[2];
+  for (bool ids : {true, false}) {
+    EngineOptions o = options(96);
+    o.pool_slots = {2};
+    o.is_end = [end_token](TokenId t) { return t == end_token; };
+    o.argmax_ids = ids;
+    o.drafter = std::make_shared<NgramDrafter>();
+    o.draft_when_it_pays = false;
+    auto engine = Engine::start(*l.model, o);
+    ASSERT_TRUE(engine.ok()) << engine.message();
+    std::vector<SequenceRequest> reqs;
+    reqs.push_back({prompt, 24, greedy(), true});
+    reqs.push_back({prompt, 24, greedy(), true});
+    reqs.back().ignore_eos = true;
+    SamplerParams biased = greedy();
+    biased.logit_bias.push_back({end_token, -100.0f});
+    reqs.push_back({prompt, 24, biased, true});
+    SamplerParams lp = greedy();
+    lp.n_logprobs = 2;
+    reqs.push_back({{1, 403, 407, 403, 407, 403, 407}, 24, lp, true});
+    SamplerParams hot;
+    hot.temperature = 0.9f;
+    hot.seed = 5;
+    reqs.push_back({prompt, 24, hot, true});
+    for (const SequenceRequest& r : reqs) runs[ids].push_back(run_to_end(**engine, r));
+  }
+  ASSERT_EQ(runs[1].size(), runs[0].size());
+  for (size_t i = 0; i < runs[0].size(); ++i) EXPECT_EQ(runs[1][i], runs[0][i]) << "request " << i;
+  EXPECT_EQ(std::count(runs[1][1].begin(), runs[1][1].end(), end_token), 0);
+  EXPECT_EQ(runs[1][1].size(), 24u);
+}
 
 // Two slots: two sequences run in the same batches (prefill of one beside the decode of the
 // other) and each gets exactly its own greedy tokens.

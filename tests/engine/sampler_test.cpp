@@ -5,8 +5,11 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <random>
+#include <limits>
 #include <vector>
 
+#include "backend/backend_factory.h"
 #include "engine/sampler.h"
 
 namespace onebit {
@@ -44,6 +47,42 @@ TEST(Sampler, GreedyIsArgmaxLowestIdOnTies) {
   Sampler s(plain(0.0f, 1));
   EXPECT_EQ(draw(s, {0.1f, 3.0f, -2.0f, 3.0f}), 1);
   EXPECT_EQ(argmax(std::vector<float>{-1.0f}), 0);
+}
+
+// The backends' argmax_rows (a device's greedy rows come back as ids) is the greedy sampler's
+// choice: on random rows, ties, NaN first / elsewhere / everywhere, all -inf (-1: nothing to take).
+TEST(Sampler, BackendArgmaxRowsIsTheGreedyChoice) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), ninf = -std::numeric_limits<float>::infinity();
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  const int64_t n = 16, d = 50;
+  std::vector<float> x(size_t(n * d));
+  for (float& v : x) v = normal(rng);
+  for (int64_t i = 0; i < n; ++i) {
+    float* r = x.data() + i * d;
+    const int64_t best = std::max_element(r, r + d) - r;
+    if (i % 8 == 1) r[d - 1] = r[best];
+    if (i % 8 == 2) r[0] = r[best];
+    if (i % 8 == 3) r[0] = nan;
+    if (i % 8 == 4) r[7] = nan;
+    if (i % 8 == 5) std::fill(r, r + d, nan);
+    if (i % 8 == 6) std::fill(r, r + d, ninf);
+    if (i % 8 == 7) std::fill(r, r + d, ninf), r[3] = nan;
+  }
+  for (const char* name : {"reference", "cpu"}) {
+    auto be = make_backend(name, 2).value();
+    Tensor xt = be->alloc(GgmlType::kF32, n, d).value(), ids = be->alloc(GgmlType::kI32, 1, n).value();
+    be->write(xt, x.data());
+    be->argmax_rows(xt, ids);
+    std::vector<int32_t> got(static_cast<size_t>(n), 0);
+    be->read(ids, got.data());
+    be->synchronize();
+    for (int64_t i = 0; i < n; ++i) {
+      Sampler s(plain(0.0f, 1));
+      EXPECT_EQ(got[size_t(i)], draw(s, std::vector<float>(x.begin() + i * d, x.begin() + (i + 1) * d)))
+          << name << " row " << i;
+    }
+  }
 }
 
 TEST(Sampler, SameSeedSameTokensOtherSeedDiffers) {

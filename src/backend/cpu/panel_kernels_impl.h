@@ -156,6 +156,17 @@ void panel_q32(int64_t k, const void* panel, const void* act, size_t stride, flo
 // as two 256-bit halves, the same products take half the loads. Every lane does panel_q32's
 // arithmetic in its order (integer sums, then the same fmsub / fmadd per block), so the 16 outputs
 // have the bits of two panel_q32 calls.
+// A two-panel kernel's prefetches for its blocks at ba and bb (panel b starts at b0, P bytes after
+// panel a): b's stream 4 KiB ahead (past b's end: the next pair's a); a's the same until that would
+// land in b, which b's own stream brings, then 2P further: the next pair's b, whose head otherwise
+// starts cold (panels of k = 640 are 5 KiB: the kernel stalled on that head for every pair, and a
+// verification step of 2 tokens took longer on these kernels than on panel_q32 twice).
+template <int64_t kBlock>
+inline void panel2_prefetch(const uint8_t* ba, const uint8_t* bb, const uint8_t* b0, int64_t P) {
+  const uint8_t* pa = ba + 4096 >= b0 ? ba + 2 * P : ba;
+  for (int l = 0; l < kBlock; l += 64) panel_prefetch(pa + l), panel_prefetch(bb + l);
+}
+
 inline __m512i join256(const uint8_t* a, const uint8_t* b) {
   return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a))),
                             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b)), 1);
@@ -187,12 +198,14 @@ void panel2_q32(int64_t k, const void* panel, const void* act, size_t stride, fl
   constexpr int64_t kBlock = kHead + kCodes + (kFive ? 32 : 0);
   constexpr float kOffset = kType == P32::kQ4_0 ? 8.0f : kType == P32::kQ5_0 ? 16.0f : kType == P32::kQ8_0 ? 128.0f : 0.0f;
   const uint8_t* blk_a = static_cast<const uint8_t*>(panel);
-  const uint8_t* blk_b = blk_a + (k / 32) * kBlock;  // the next panel
+  const int64_t P = (k / 32) * kBlock;
+  const uint8_t* const b0 = blk_a + P;  // the next panel
+  const uint8_t* blk_b = b0;
   const __m512i m4 = _mm512_set1_epi8(0x0F);
   __m512 acc[NX];
   for (int r = 0; r < NX; ++r) acc[r] = _mm512_setzero_ps();
   for (int64_t b = 0; b < k / 32; ++b, blk_a += kBlock, blk_b += kBlock) {
-    for (int l = 0; l < kBlock; l += 64) panel_prefetch(blk_a + l), panel_prefetch(blk_b + l);
+    panel2_prefetch<kBlock>(blk_a, blk_b, b0, P);
     __m512i p[NX];
     for (int r = 0; r < NX; ++r) p[r] = _mm512_setzero_si512();
     const uint8_t* ca = blk_a + kHead;
@@ -472,12 +485,14 @@ inline void q45_k_chunk2(const uint8_t* ba, const uint8_t* bb, int64_t b, const 
 template <bool kFive, int NX>
 void panel2_q45_k(int64_t k, const void* panel, const void* act, size_t stride, float* out, size_t os) {
   constexpr int64_t kBlock = kFive ? 1440 : 1184;
+  const int64_t P = (k / kQK_K) * kBlock;
   const uint8_t* ba = static_cast<const uint8_t*>(panel);
-  const uint8_t* bb = ba + (k / kQK_K) * kBlock;  // the next panel
+  const uint8_t* const b0 = ba + P;  // the next panel
+  const uint8_t* bb = b0;
   __m512 acc[NX];
   for (int r = 0; r < NX; ++r) acc[r] = _mm512_setzero_ps();
   for (int64_t b = 0; b < k / kQK_K; ++b, ba += kBlock, bb += kBlock) {
-    for (int l = 0; l < kBlock; l += 64) panel_prefetch(ba + l), panel_prefetch(bb + l);
+    panel2_prefetch<kBlock>(ba, bb, b0, P);
     __m512i sumi[NX], summ[NX];
     for (int r = 0; r < NX; ++r) sumi[r] = summ[r] = _mm512_setzero_si512();
     q45_k_chunk2<kFive, 0, NX>(ba, bb, b, act, stride, sumi, summ);
@@ -533,12 +548,14 @@ inline void q6_k_quarter_pair2(const uint8_t* ba, const uint8_t* bb, int64_t b, 
 template <int NX>
 void panel2_q6_k(int64_t k, const void* panel, const void* act, size_t stride, float* out, size_t os) {
   constexpr int64_t kBlock = 1680;
+  const int64_t P = (k / kQK_K) * kBlock;
   const uint8_t* ba = static_cast<const uint8_t*>(panel);
-  const uint8_t* bb = ba + (k / kQK_K) * kBlock;
+  const uint8_t* const b0 = ba + P;  // the next panel
+  const uint8_t* bb = b0;
   __m512 acc[NX];
   for (int r = 0; r < NX; ++r) acc[r] = _mm512_setzero_ps();
   for (int64_t b = 0; b < k / kQK_K; ++b, ba += kBlock, bb += kBlock) {
-    for (int l = 0; l < kBlock; l += 64) panel_prefetch(ba + l), panel_prefetch(bb + l);
+    panel2_prefetch<kBlock>(ba, bb, b0, P);
     __m512i sumi[NX];
     for (int r = 0; r < NX; ++r) sumi[r] = _mm512_setzero_si512();
     for (int h = 0; h < 2; ++h)

@@ -1635,6 +1635,42 @@ __global__ void sigmoid_mul_kernel(const float* x, size_t x_stride, const float*
   out[size_t(r) * o_stride + c] = x[size_t(r) * x_stride + c] / (1.0f + expf(-gv));
 }
 
+// argmax_rows: a block per row; each thread the best of its strided columns, then the warps', then
+// the block's. "Better" orders NaN below every number, then larger values, then lower columns: a
+// strict order, so the result does not depend on the reduction's order, and it is the scan's of
+// onebit::argmax except for a row whose first value is NaN (0 there), fixed at the end.
+constexpr int kArgmaxThreads = 256;
+__device__ __forceinline__ bool argmax_better(float v, int c, float bv, int bc) {
+  if (isnan(bv)) return !isnan(v) || c < bc;
+  return v > bv || (v == bv && c < bc);
+}
+__global__ void __launch_bounds__(kArgmaxThreads) argmax_rows_kernel(const float* __restrict__ x, size_t x_stride,
+                                                                    int64_t d, int32_t* __restrict__ ids) {
+  pdl_start();
+  __shared__ float s_v[kArgmaxThreads / 32];
+  __shared__ int s_c[kArgmaxThreads / 32];
+  const float* r = x + size_t(blockIdx.x) * x_stride;
+  float bv = NAN;
+  int bc = INT_MAX;
+  for (int64_t c = threadIdx.x; c < d; c += kArgmaxThreads) {
+    const float v = r[c];
+    if (argmax_better(v, int(c), bv, bc)) bv = v, bc = int(c);
+  }
+  for (int o = 16; o > 0; o >>= 1) {
+    const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+    const int oc = __shfl_xor_sync(0xffffffffu, bc, o);
+    if (argmax_better(ov, oc, bv, bc)) bv = ov, bc = oc;
+  }
+  const int warp = int(threadIdx.x) / 32;
+  if (threadIdx.x % 32 == 0) s_v[warp] = bv, s_c[warp] = bc;
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  for (int w = 1; w < kArgmaxThreads / 32; ++w)
+    if (argmax_better(s_v[w], s_c[w], bv, bc)) bv = s_v[w], bc = s_c[w];
+  if (isnan(r[0])) bc = 0, bv = r[0];
+  ids[blockIdx.x] = bv == -INFINITY ? -1 : bc;
+}
+
 // ---- recurrent layers: a sequence's tokens in order, each sequence on its own threads ----
 
 // The state row of sequence s, or -1 (and the error flag) when s's state row is outside the states.
@@ -2054,6 +2090,10 @@ class CudaBackend final : public Backend {
   void sigmoid_mul(const Tensor& x, const Tensor& g, const Tensor& out) override {
     check_sigmoid_mul(x, g, out);
     op(kOpSigmoidMul, [=, this] { sigmoid_mul_now(x, g, out); }, x, g, out);
+  }
+  void argmax_rows(const Tensor& x, const Tensor& ids) override {
+    check_argmax_rows(x, ids);
+    op(kOpArgmaxRows, [=, this] { argmax_rows_now(x, ids); }, x, ids);
   }
   void ssm_conv(const Tensor& x, const Tensor& w, const Tensor& seq_ids, const Tensor& state_rows,
                 const Tensor& ckpt_rows, const Tensor& states, bool silu, const Tensor& out) override {
@@ -2546,6 +2586,13 @@ class CudaBackend final : public Backend {
     CUDA_LAUNCHED();
   }
 
+  void argmax_rows_now(const Tensor& x, const Tensor& ids) {
+    if (x.n_rows == 0) return;
+    launch(&argmax_rows_kernel, dim3(unsigned(x.n_rows)), dim3(kArgmaxThreads), 0, fptr(x), fstride(x), x.n_cols,
+           reinterpret_cast<int32_t*>(dptr(ids)));
+    CUDA_LAUNCHED();
+  }
+
   void sigmoid_mul_now(const Tensor& x, const Tensor& g, const Tensor& out) {
     const int64_t n = x.n_rows, d = x.n_cols;
     if (n * d == 0) return;
@@ -2559,7 +2606,7 @@ class CudaBackend final : public Backend {
   enum OpTag : uint64_t {
     kOpWrite = 1, kOpRead, kOpGetRows, kOpRmsNorm, kOpMatmul, kOpAdd, kOpSwiglu, kOpSoftmax, kOpCopy, kOpStoreKv,
     kOpRope, kOpAttention, kOpPagedAttention, kOpMoeRoute, kOpMoeMatmul, kOpMoeCombine, kOpSigmoidMul,
-    kOpSsmConv, kOpGatedDelta, kOpHadamard, kOpAddRmsNorm, kOpQkRopeStore, kOpMatmuls
+    kOpSsmConv, kOpGatedDelta, kOpHadamard, kOpAddRmsNorm, kOpQkRopeStore, kOpMatmuls, kOpArgmaxRows
   };
   static constexpr size_t kNoStage = ~size_t(0);
   static constexpr size_t kPinnedBytes = size_t(32) << 20;  // staging of one step's writes and reads
