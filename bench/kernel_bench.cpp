@@ -8,6 +8,7 @@
 // weights (memory-bound), with `of_read` its GB/s over a one-thread streaming read measured in
 // the same benchmark (bench/read_bandwidth.h): a kernel whose L2 rate is not well above that read
 // rate cannot reach the roofline. `pool_handoff/<strategy>/<threads>`: one empty parallel loop, per job.
+// `attn_values/<isa>`: attention's value sums of one task (8 heads x 64 over 800 F16 rows).
 #include <benchmark/benchmark.h>
 
 #include <atomic>
@@ -20,6 +21,7 @@
 
 #include "backend/cpu/amx.h"
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_kernels.h"
 #include "base/cpu_features.h"
 #include "base/thread_pool.h"
 #include "gguf/quants.h"
@@ -161,7 +163,39 @@ void bm_pool_handoff(benchmark::State& state, Parallel strategy, int threads) {
   benchmark::DoNotOptimize(sink.load());
 }
 
+// Attention's value sums of one task (8 heads of 64 over 800 F16 value rows of a pool, in order):
+// the AVX2 kernel (weighted_sum_heads_rows) or, for `isa` with one, its DotTable::attn_sum.
+void bm_attn_values(benchmark::State& state, CpuIsa isa) {
+  constexpr int kHeads = 8;
+  constexpr int64_t kHd = 64, kKeys = 800, kStride = 2 * kHd;  // two K/V heads a pool row
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(0.0f, 1.0f);
+  std::vector<float> p(size_t(kHeads * kKeys)), out(size_t(kHeads * kHd));
+  for (float& x : p) x = u(rng);
+  std::vector<uint16_t> v(size_t(kKeys * kStride));
+  for (uint16_t& x : v) x = uint16_t(0x3c00 | (rng() & 0x3ff));  // halves in [1, 2)
+  std::vector<int32_t> rows(kKeys);
+  for (int64_t j = 0; j < kKeys; ++j) rows[size_t(j)] = int32_t(j);
+  const cpu::KvRows vr{v.data(), kStride, rows.data(), true};
+  const cpu::AttnSumFn fn = cpu::dot_table(isa).attn_sum;
+  for (auto _ : state) {
+    if (fn != nullptr) {
+      fn(p.data(), kHeads, kKeys, vr, kKeys, kHd, out.data());
+    } else {
+      cpu::weighted_sum_heads_rows(p.data(), kHeads, kKeys, vr, kKeys, kHd, out.data());
+    }
+    benchmark::DoNotOptimize(out.data());
+  }
+}
+
 void register_all() {
+  for (CpuIsa isa : {CpuIsa::kAvx2, CpuIsa::kAvx512Vnni}) {
+    if (!cpu_isa_supported(isa)) continue;
+    benchmark::RegisterBenchmark(("attn_values/" + std::string(cpu_isa_name(isa))).c_str(),
+                                 [=](benchmark::State& s) { bm_attn_values(s, isa); })
+        ->Unit(benchmark::kMicrosecond)
+        ->MinTime(0.2);
+  }
   for (int threads : {2, 4}) {
     for (Parallel st : {Parallel::kStatic, Parallel::kDynamic}) {
       const std::string name = std::string("pool_handoff/") + (st == Parallel::kStatic ? "static/" : "dynamic/") + std::to_string(threads);

@@ -649,7 +649,7 @@ void CpuBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, co
   const int64_t hd = p.head_dim;
   const int64_t n_blocks = (group + 7) / 8;  // blocks of up to 8 query heads per K/V head
   const int64_t ks = int64_t(k.row_stride_bytes / sizeof(float)), vs = int64_t(v.row_stride_bytes / sizeof(float));
-  const bool vec = hd % 8 == 0;
+  const bool vec = hd % 8 == 0, wide = hd % 16 == 0 && table_->attn_sum != nullptr;
   pool_.parallel_for(Parallel::kDynamic, q.n_rows * p.n_kv_heads * n_blocks, [&](int64_t b, int64_t e, int t) {
     std::vector<float>& scores = scratch_[t].a;  // [heads of the block][n_keys]
     for (int64_t task = b; task < e; ++task) {
@@ -674,7 +674,9 @@ void CpuBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, co
         const float max_s = *std::max_element(sg, sg + n_keys);
         inv_sum[g] = 1.0f / cpu::exp_sub_sum(sg, max_s, n_keys);
       }
-      if (vec) {
+      if (wide) {
+        table_->attn_sum(scores.data(), n_g, n_keys, cpu::KvRows{v0, vs, nullptr, false}, n_keys, hd, o0);
+      } else if (vec) {
         cpu::weighted_sum_heads(scores.data(), n_g, n_keys, v0, vs, n_keys, hd, o0);
       } else {
         for (int g = 0; g < n_g; ++g) {
@@ -727,6 +729,7 @@ void CpuBackend::paged_attention(const Tensor& q, const Tensor& k_pool, const Te
   const size_t elem = f16 ? 2 : 4;
   ONEBIT_CHECK(k_pool.row_stride_bytes % elem == 0 && v_pool.row_stride_bytes % elem == 0);
   const int64_t ks = int64_t(k_pool.row_stride_bytes / elem), vs = int64_t(v_pool.row_stride_bytes / elem);
+  const bool wide = hd % 16 == 0 && table_->attn_sum != nullptr;  // the target's 512-bit value sums
   // Tasks: per run of consecutive rows of one sequence and K/V head, its (row, query head) pairs
   // (row-major) in blocks of up to 8, so that a verification step or a prompt loads each key row
   // once for several rows when a K/V head has fewer than 8 query heads.
@@ -770,7 +773,11 @@ void CpuBackend::paged_attention(const Tensor& q, const Tensor& k_pool, const Te
         inv_sum[pi] = 1.0f / cpu::exp_sub_sum(sg, max_s, own);
         std::fill(sg + own, sg + n_keys, 0.0f);
       }
-      cpu::weighted_sum_heads_rows(scores.data(), a.n_pairs, n_keys, v_rows, n_keys, hd, qo.data());
+      if (wide) {
+        table_->attn_sum(scores.data(), a.n_pairs, n_keys, v_rows, n_keys, hd, qo.data());
+      } else {
+        cpu::weighted_sum_heads_rows(scores.data(), a.n_pairs, n_keys, v_rows, n_keys, hd, qo.data());
+      }
       for (int pi = 0; pi < a.n_pairs; ++pi) {
         cpu::scale_f32(inv_sum[pi], qo.data() + pi * hd, hd);
         std::memcpy(f32_row(out, row_of(pi)) + head_of(pi) * hd, qo.data() + pi * hd, size_t(hd) * sizeof(float));

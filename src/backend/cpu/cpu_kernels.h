@@ -40,6 +40,21 @@ struct DotKernel {
   ActFormat act = ActFormat::kF32;
 };
 
+// Key or value rows of a paged K/V pool as the attention kernels read them: row j of a sequence
+// starts at element base + rows[j] * stride, F32 or F16 elements (f16). DotTable::attn_sum also
+// takes rows == nullptr: row j at base + j * stride (a contiguous cache).
+struct KvRows {
+  const void* base;      // the head's first element in pool row 0
+  int64_t stride;        // elements between pool rows
+  const int32_t* rows;   // [n_keys] pool row of each key, in key order
+  bool f16;
+};
+
+// Attention's value sums: out[g * hd + d] = sum_j p[g * p_stride + j] * value j [d] for g <
+// n_heads, d < hd (hd % 16 == 0), each value row added in key order.
+using AttnSumFn = void (*)(const float* p, int n_heads, int64_t p_stride, const KvRows& v, int64_t n_keys,
+                           int64_t hd, float* out);
+
 // Dot kernels of one SIMD target, indexed by the raw GgmlType value. A panel kernel (panels.h) has
 // the DotFn signature with w_row = one panel: it writes kPanelRows consecutive outputs,
 // out[r * out_stride + j] for j < kPanelRows, and takes Q8 activations.
@@ -51,6 +66,9 @@ struct DotTable {
   // panel_bytes after the first) against 1..kMaxDualRows activation rows, the bits of the panel
   // kernel's calls; for products of several activation rows. nullptr: use panel_by_type.
   DotFn panel2_by_type[32];
+  // Attention's value sums on this target's widest registers for head sizes of whole 16s
+  // (attention_kernels_impl.h); nullptr: weighted_sum_heads(_rows) (AVX2) for every size.
+  AttnSumFn attn_sum = nullptr;
 };
 
 // The table of each target (each lives in its own translation unit, compiled for that target).
@@ -99,14 +117,6 @@ void weighted_sum_heads(const float* p, int n_heads, int64_t p_stride, const flo
 // exp(x[i] - m) in place for i < n; returns their sum.
 float exp_sub_sum(float* x, float m, int64_t n);
 
-// Key or value rows of a paged K/V pool as the attention kernels read them: row j of a sequence
-// starts at element base + rows[j] * stride, F32 or F16 elements (f16).
-struct KvRows {
-  const void* base;      // the head's first element in pool row 0
-  int64_t stride;        // elements between pool rows
-  const int32_t* rows;   // [n_keys] pool row of each key, in key order
-  bool f16;
-};
 // dot_heads_keys over k's rows, any hd: a multiple of 8 gives dot_heads_keys' arithmetic, else
 // each head takes dot_f32's arithmetic times scale. Keys go in order; a key's score depends only
 // on q and that key (so the same rows in another layout give the same bits).

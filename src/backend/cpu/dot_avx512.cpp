@@ -19,6 +19,7 @@
 #define ONEBIT_DOT_NS avx512
 #define ONEBIT_DOT_VNNI 0
 #include "backend/cpu/dot_kernels_impl.h"
+#include "backend/cpu/attention_kernels_impl.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif
@@ -26,7 +27,11 @@
 namespace onebit::cpu {
 
 const DotTable& dot_table_avx512() {
-  static const DotTable kTable = avx512::make_table(CpuIsa::kAvx512);
+  static const DotTable kTable = [] {
+    DotTable t = avx512::make_table(CpuIsa::kAvx512);
+    t.attn_sum = avx512::attn_sum;
+    return t;
+  }();
   return kTable;
 }
 

@@ -19,6 +19,7 @@
 #define ONEBIT_DOT_NS avx512_vnni
 #define ONEBIT_DOT_VNNI 2
 #include "backend/cpu/dot_kernels_impl.h"
+#include "backend/cpu/attention_kernels_impl.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif
@@ -26,7 +27,11 @@
 namespace onebit::cpu {
 
 const DotTable& dot_table_avx512_vnni() {
-  static const DotTable kTable = avx512_vnni::make_table(CpuIsa::kAvx512Vnni);
+  static const DotTable kTable = [] {
+    DotTable t = avx512_vnni::make_table(CpuIsa::kAvx512Vnni);
+    t.attn_sum = avx512_vnni::attn_sum;
+    return t;
+  }();
   return kTable;
 }
 

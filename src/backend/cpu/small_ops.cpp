@@ -1,7 +1,9 @@
 // The CPU backend's memory-light kernels (AVX2, the build baseline): activation quantization, norms,
 // SwiGLU, softmax, F16 rounding of K/V rows and the vector primitives attention is built from
 // (over contiguous F32 rows, or F32 / F16 pool rows through an index list). They touch each element
-// once or twice, so wider targets would not change the step time; the table picker lives here too.
+// once or twice, so wider targets would not change the step time (attention's value sums, which
+// widen each value row per pair of heads, have a 512-bit version in attention_kernels_impl.h); the
+// table picker lives here too.
 #include <immintrin.h>
 
 #include <algorithm>

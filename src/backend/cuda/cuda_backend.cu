@@ -1157,6 +1157,8 @@ __global__ void __launch_bounds__(kPanelThreadsMax) panel_matvec_segs_kernel(Pan
                         s.m[seg] - g * 32, k, n_units, pipe, x15);
 }
 
+#include "backend/cuda/panel_mma.cuh"  // uses the panel formats and PanelSegs above
+
 // stage_panel_x for NB rows: rows j < nb of x (row j at x + j * x_stride into xs + j * xlen, its
 // Q4_K sums at xsum + j * slen), zeros for the rest; each element's loads for all rows issued
 // before their stores.
@@ -2011,9 +2013,11 @@ class CudaBackend final : public Backend {
   bool rotates_inputs() const override { return true; }
   void matmul(const Tensor& w, const Tensor& x, const Tensor& out) override {
     if (w.in_rotation > 0) return matmul(unrotated(w), rotated(x, w.in_rotation), out);
-    if (gemm_applies(w, x.n_rows)) {  // not while capturing
-      Products one;
-      one.add(w, out);
+    Products one;
+    one.add(w, out);
+    if (panel_mma_apply(x, one)) {  // not while capturing
+      panel_mma_grow(x, one);
+    } else if (gemm_applies(w, x.n_rows)) {  // not while capturing
       gemm_grow(x, one);
     } else if (mma_ && mma_matmul_applies(int(w.type), x.n_rows, mma_rows_min_)) {  // not while capturing
       grow_array(row_scales_, row_scales_n_, size_t(x.n_rows));
@@ -2044,6 +2048,10 @@ class CudaBackend final : public Backend {
   }
   void matmuls(const Tensor& x, const Products& p) override {
     if (panel_segs_apply(x, p)) return op(kOpMatmuls, [=, this] { panel_segs_now(x, p); }, x, p);
+    if (panel_mma_apply(x, p)) {
+      panel_mma_grow(x, p);  // not while capturing
+      return op(kOpMatmuls, [=, this] { panel_mma_now(x, p); }, x, p);
+    }
     if (gemm_group_applies(x, p)) {
       gemm_grow(x, p);  // not while capturing
       return op(kOpMatmuls, [=, this] { gemm_now(x, p); }, x, p);
@@ -2201,6 +2209,7 @@ class CudaBackend final : public Backend {
       return;
     }
     if (Products one; n > 1 && (one.add(w, out), panel_segs_apply(x, one))) return panel_segs_now(x, one);
+    if (Products one; n > 1 && (one.add(w, out), panel_mma_apply(x, one))) return panel_mma_now(x, one);
     if (Products one; gemm_applies(w, n)) return one.add(w, out), gemm_now(x, one);
     const bool mma_rows = mma_ && mma_matmul_applies(int(w.type), n, mma_rows_min_);
     if (n <= kMultiRows && !mma_rows && panel_rows(w, x, out)) return;
@@ -3098,6 +3107,18 @@ class CudaBackend final : public Backend {
   // type and width (no rotation, float path).
   bool panel_segs_apply(const Tensor& x, const Products& p) const {
     if (x.n_rows < 1 || x.n_rows > panel_rows_max_ || p.n < 1 || (x.n_rows == 1 && p.n < 2)) return false;
+    if (!whole_panels(x, p)) return false;
+    bool fits = false;  // every weight has a panel copy: its type has a panel format
+    ONEBIT_CUDA_PANEL_SWITCH(p.w[0].type, {
+      const int64_t n_units = (x.n_cols + PanelFmt<T>::E - 1) / PanelFmt<T>::E;
+      fits = panel_rows_smem_bytes<T>(n_units, panel_rows_nb(int(x.n_rows))) <= kMatvecSmemLimit;
+    });
+    return fits;
+  }
+  // Whether every weight of p has its whole panel copy, all of one type and x's width, with
+  // outputs of x's rows (no rotation).
+  bool whole_panels(const Tensor& x, const Products& p) const {
+    if (p.n < 1) return false;
     for (int32_t i = 0; i < p.n; ++i) {
       const Tensor& w = p.w[i];
       const CudaBuffer* b = static_cast<const CudaBuffer*>(w.buffer);
@@ -3107,13 +3128,96 @@ class CudaBackend final : public Backend {
         return false;
       }
     }
-    bool fits = false;  // every weight has a panel copy: its type has a panel format
-    ONEBIT_CUDA_PANEL_SWITCH(p.w[0].type, {
-      const int64_t n_units = (x.n_cols + PanelFmt<T>::E - 1) / PanelFmt<T>::E;
-      fits = panel_rows_smem_bytes<T>(n_units, panel_rows_nb(int(x.n_rows))) <= kMatvecSmemLimit;
-    });
-    return fits;
+    return true;
   }
+
+  // Whether matmuls(x, p) runs on panel_mma_kernel (panel_mma.cuh): the tensor cores' rows
+  // (mma_rows_min_) up to 64, F16 / Q4_0 / Q8_0 weights with whole panel copies, k % 32 == 0.
+  bool panel_mma_apply(const Tensor& x, const Products& p) const {
+    if (!panel_mma_ || !mma_ || x.n_rows < mma_rows_min_ || x.n_rows > kTcRowsMax || x.n_cols % 32 != 0 || p.n < 1) {
+      return false;
+    }
+    const GgmlType t = p.w[0].type;
+    return (t == GgmlType::kF16 || t == GgmlType::kQ4_0 || t == GgmlType::kQ8_0) && whole_panels(x, p);
+  }
+  // The slices along k of a panel_mma_kernel launch: enough blocks for two per multiprocessor,
+  // each slice 8 chunks of 32 or more, the slices' sums within kMmaPartMax.
+  int panel_mma_split(const Products& p, int64_t n, int64_t k) const {
+    int64_t blocks = 0, m_sum = 0;
+    for (int i = 0; i < p.n; ++i) {
+      blocks += blocks_for(p.w[i].n_rows, 32 * kTcWarps);
+      m_sum += p.w[i].n_rows;
+    }
+    if (blocks == 0) return 1;
+    int64_t z = std::min<int64_t>((2 * int64_t(sms_) + blocks - 1) / blocks, k / 32 / 8);
+    z = std::min<int64_t>(z, int64_t(kMmaPartMax / size_t(std::max<int64_t>(1, n * m_sum))));
+    return int(std::max<int64_t>(1, z));
+  }
+  // Its buffers (synchronizes: not while capturing): the row scales, x as fp16, the slices' sums.
+  void panel_mma_grow(const Tensor& x, const Products& p) {
+    const int64_t n = x.n_rows, k = x.n_cols;
+    grow_array(row_scales_, row_scales_n_, size_t(n));
+    grow_array(gemm_x_, gemm_x_n_, size_t(n * k));
+    const int z = panel_mma_split(p, n, k);
+    size_t m_sum = 0;
+    for (int i = 0; i < p.n; ++i) m_sum += size_t(p.w[i].n_rows);
+    if (z > 1) grow_array(mma_part_, mma_part_n_, size_t(z) * size_t(n) * m_sum);
+  }
+  void panel_mma_now(const Tensor& x, const Products& p) {
+    const int64_t n = x.n_rows, k = x.n_cols;
+    ONEBIT_CHECK(row_scales_ != nullptr && size_t(n) <= row_scales_n_ && size_t(n * k) <= gemm_x_n_);
+    gemm_prep_x_kernel<<<unsigned(n), 256, 0, stream_>>>(fptr(x), fstride(x), k, gemm_x_, k, row_scales_);
+    CUDA_LAUNCHED();
+    const int z = panel_mma_split(p, n, k);
+    PanelSegs sg{};
+    PartOffsets po{};
+    sg.n = p.n;
+    unsigned blocks = 0;
+    size_t off = 0;
+    for (int32_t i = 0; i < p.n; ++i) {
+      sg.panel[i] = static_cast<const CudaBuffer*>(p.w[i].buffer)->panel;
+      sg.out[i] = fptr(p.out[i]);
+      sg.o_stride[i] = fstride(p.out[i]);
+      sg.m[i] = p.w[i].n_rows;
+      sg.first[i] = blocks;
+      blocks += blocks_for(p.w[i].n_rows, 32 * kTcWarps);
+      po.off[i] = off;
+      off += size_t(z) * size_t(n) * size_t(p.w[i].n_rows);
+    }
+    sg.first[p.n] = blocks;
+    ONEBIT_CHECK(z == 1 || (mma_part_ != nullptr && off <= mma_part_n_));
+    float* part = z > 1 ? mma_part_ : nullptr;
+    auto run = [&]<int T, int NT>() {
+      constexpr size_t smem = panel_mma_smem_bytes<NT>();
+      const void* fn = reinterpret_cast<const void*>(&panel_mma_kernel<T, NT>);
+      if (!tc_smem_set_[int(T) & 31][NT / 4]) {
+        CUDA_OK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+        tc_smem_set_[int(T) & 31][NT / 4] = true;
+      }
+      const int64_t n_units = (k + PanelFmt<T>::E - 1) / PanelFmt<T>::E;
+      panel_mma_kernel<T, NT><<<dim3(blocks, unsigned(z)), kTcThreads, smem, stream_>>>(sg, gemm_x_, int(n), k, n_units,
+                                                                                      row_scales_, part, po);
+    };
+    auto by_rows = [&]<int T>() {
+      if (n <= 16) run.template operator()<T, 2>();
+      else if (n <= 32) run.template operator()<T, 4>();
+      else run.template operator()<T, 8>();
+    };
+    switch (p.w[0].type) {
+      case GgmlType::kF16: by_rows.template operator()<kF16>(); break;
+      case GgmlType::kQ4_0: by_rows.template operator()<kQ4_0>(); break;
+      default: by_rows.template operator()<kQ8_0>(); break;
+    }
+    CUDA_LAUNCHED();
+    if (z > 1) {
+      for (int32_t i = 0; i < p.n; ++i) {
+        mma_split_sum_kernel<<<blocks_for(n * sg.m[i], 256), 256, 0, stream_>>>(part + po.off[i], z, n, sg.m[i],
+                                                                                 row_scales_, sg.out[i], sg.o_stride[i]);
+        CUDA_LAUNCHED();
+      }
+    }
+  }
+
   void panel_segs_now(const Tensor& x, const Products& p) {
     PanelSegs sg{};
     sg.n = p.n;
@@ -3246,6 +3350,10 @@ class CudaBackend final : public Backend {
   // The cut along k of tensor-core products of few tiles (mma_split; ONEBIT_CUDA_MMA_SPLIT=0 off,
   // for comparisons).
   bool mma_split_on_ = env_on("ONEBIT_CUDA_MMA_SPLIT");
+  // Products of 5..64 rows on the panel copies' tensor-core kernel (panel_mma.cuh);
+  // ONEBIT_CUDA_PANEL_MMA=0: matmul_mma_kernel, for comparisons.
+  bool panel_mma_ = env_on("ONEBIT_CUDA_PANEL_MMA");
+  bool tc_smem_set_[32][3] = {};  // panel_mma_kernel<type, NT> allowed its shared memory (NT / 4: 0, 1, 2)
   int sms_ = 1;  // multiprocessors
   // panel_threads' 16-warp blocks; ONEBIT_CUDA_PANEL_WIDE=0: always 8 warps.
   bool panel_wide_ = env_on("ONEBIT_CUDA_PANEL_WIDE");

@@ -1,7 +1,8 @@
 // Prompt-sized products on tensor cores (included by cuda_backend.cu):
 //   out[n, m] = x[n, k] . w[m, k]^T   for n > 4 activation rows (prompts, decode batches),
 // weights of every type but F32 and BF16 (those keep the float tiles: F32 would lose bits in fp16,
-// BF16 could overflow it). Per block a 128 (weight rows) x 64 (activation rows) output tile; per
+// BF16 could overflow it); 5-64 rows of F16 / Q4_0 / Q8_0 weights with panel copies take
+// panel_mma.cuh instead. Per block a 128 (weight rows) x 64 (activation rows) output tile; per
 // 64-wide k-step the weight tile is dequantized (load_chunk / decode_chunk: each value exactly
 // deq<T>'s float) and the activation tile converted, both rounded to fp16 into shared memory; 8
 // warps, each 32 x 32 outputs as 2 x 4 mma.sync m16n8k16 (fp16 in, fp32 accumulate), fragments by
