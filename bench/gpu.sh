@@ -87,6 +87,8 @@ for ws in 1 0; do
 done
 "$BUILD/model_tests" --gtest_filter='CudaModel.*' >"$LOGS/cuda_model.log" 2>&1
 model_rc=$?
+# And with step programs (step_program.cuh, off by default): the models' decode steps as persistent kernels.
+ONEBIT_CUDA_PROGRAM=1 "$BUILD/model_tests" --gtest_filter='CudaModel.*' >>"$LOGS/cuda_model.log" 2>&1 || model_rc=1
 "$BUILD/engine_tests" --gtest_filter="$ENGINE_FILTER" >"$LOGS/engine.log" 2>&1
 engine_rc=$?
 t2=$(date +%s)

@@ -26,6 +26,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <numeric>
 #include <random>
@@ -569,6 +570,122 @@ struct PagedCase {
     b.paged_attention(input_view(b, n(), qc, q), kp, vp, upload_i32(b, pos), upload_i32(b, seq), t, o, p);
   }
 };
+
+// A decoder layer's decode ops recorded as one step, three steps in a row on the same tensors at
+// new positions (CUDA, with step programs on: the first runs op by op, the second is captured, the
+// third replayed; its runs of ops with a step-program body run as one persistent kernel,
+// step_program.cuh), against
+// the reference after each step: x, and the K / V rows the step stored. 1 activation row (every op
+// in one program) and 3 (the products outside, the rest in programs); one weight type, and the
+// attention output product of another type (the program cut where the panel type changes).
+TEST_P(BackendOpsTest, DecodeLayerStepsEqualTheReference) {
+  std::unique_ptr<Backend> programs;  // CUDA: a backend with step programs on (ONEBIT_CUDA_PROGRAM=1)
+  if (bname() == "cuda") {
+    const char* was = std::getenv("ONEBIT_CUDA_PROGRAM");
+    const std::string saved = was != nullptr ? was : "";
+    setenv("ONEBIT_CUDA_PROGRAM", "1", 1);
+    programs = make_cuda_backend(0, nullptr);
+    if (was != nullptr) setenv("ONEBIT_CUDA_PROGRAM", saved.c_str(), 1); else unsetenv("ONEBIT_CUDA_PROGRAM");
+    ASSERT_NE(programs, nullptr);
+  }
+  Backend& pbe = programs != nullptr ? *programs : be();
+  const int64_t d = 256, ffn = 512, hd = 64, n_heads = 4, n_kv = 2, qc = n_heads * hd, kc = n_kv * hd;
+  const int64_t block = 4, n_blocks = 12, pool_rows = n_blocks * block, max_blocks = 4;
+  const float eps = 1e-5f;
+  for (GgmlType type : {GgmlType::kQ4_0, GgmlType::kQ8_0, GgmlType::kF16, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+    for (int mix = 0; mix < 2; ++mix) {
+      for (int64_t n : {1, 3}) {
+        const GgmlType wo_type = mix == 1 ? (type == GgmlType::kQ8_0 ? GgmlType::kQ4_0 : GgmlType::kQ8_0) : type;
+        struct W {
+          GgmlType type;
+          int64_t rows, cols;
+          std::vector<uint8_t> bytes;
+        };
+        W ws[7] = {{type, qc, d, {}},     {type, kc, d, {}},  {type, kc, d, {}},  {wo_type, d, qc, {}},
+                   {type, ffn, d, {}},    {type, ffn, d, {}}, {type, d, ffn, {}}};
+        for (int i = 0; i < 7; ++i) ws[i].bytes = quantized(ws[i].type, ws[i].rows, ws[i].cols, uint32_t(300 + i));
+        const auto norm1 = random_floats(size_t(d), 310, 0.0625f), norm2 = random_floats(size_t(d), 311, 0.0625f);
+        const auto kv = random_floats(size_t(2 * pool_rows * kc), 312);
+        std::vector<uint16_t> kv16(kv.size());
+        for (size_t i = 0; i < kv.size(); ++i) kv16[i] = fp32_to_fp16(kv[i]);
+        std::vector<int32_t> tables(size_t(n * max_blocks));
+        for (size_t i = 0; i < tables.size(); ++i) tables[i] = int32_t((i * 5 + 2) % n_blocks);
+        RopeParams rope;
+        rope.n_heads = int32_t(n_heads), rope.head_dim = int32_t(hd), rope.n_rot = int32_t(hd), rope.freq_base = 10000.0f;
+        PagedAttentionParams ap;
+        ap.n_heads = int32_t(n_heads), ap.n_kv_heads = int32_t(n_kv), ap.head_dim = int32_t(hd);
+        ap.block_size = int32_t(block), ap.scale = 1.0f / 8.0f;
+        struct Run {
+          Tensor w[7], n1, n2, x, h, q, k, v, attn, o, g, u, kp, vp, pos, seq, slots, tables;
+        };
+        auto setup = [&](Backend& b) {
+          Run r;
+          for (int i = 0; i < 7; ++i) r.w[i] = b.weight_from_host(ws[i].type, ws[i].rows, ws[i].cols, ws[i].bytes).value();
+          r.n1 = upload(b, 1, d, norm1), r.n2 = upload(b, 1, d, norm2);
+          for (Tensor* t : {&r.x, &r.h, &r.o}) *t = b.alloc(GgmlType::kF32, n, d).value();
+          r.q = b.alloc(GgmlType::kF32, n, qc).value(), r.attn = b.alloc(GgmlType::kF32, n, qc).value();
+          r.k = b.alloc(GgmlType::kF32, n, kc).value(), r.v = b.alloc(GgmlType::kF32, n, kc).value();
+          r.g = b.alloc(GgmlType::kF32, n, ffn).value(), r.u = b.alloc(GgmlType::kF32, n, ffn).value();
+          r.kp = b.alloc(GgmlType::kF16, pool_rows, kc).value(), r.vp = b.alloc(GgmlType::kF16, pool_rows, kc).value();
+          b.write(r.kp, kv16.data());
+          b.write(r.vp, kv16.data() + pool_rows * kc);
+          r.tables = b.alloc(GgmlType::kI32, n, max_blocks).value();
+          b.write(r.tables, tables.data());
+          for (Tensor* t : {&r.pos, &r.seq, &r.slots}) *t = b.alloc(GgmlType::kI32, 1, n).value();
+          return r;
+        };
+        // One step at position 5 + step (row i: sequence i); returns x and the stored K / V rows.
+        auto step = [&](Backend& b, Run& r, int t) {
+          const auto x0 = random_floats(size_t(n * d), uint32_t(320 + t));
+          std::vector<int32_t> pos, seq, slots;
+          for (int64_t i = 0; i < n; ++i) {
+            const int32_t p = int32_t(5 + t + 2 * i);
+            pos.push_back(p), seq.push_back(int32_t(i));
+            slots.push_back(tables[size_t(i * max_blocks + p / block)] * int32_t(block) + p % int32_t(block));
+          }
+          b.write(r.x, x0.data());
+          b.write(r.pos, pos.data());
+          b.write(r.seq, seq.data());
+          b.write(r.slots, slots.data());
+          b.rms_norm(r.x, r.n1, eps, r.h);
+          Products qkv;
+          qkv.add(r.w[0], r.q), qkv.add(r.w[1], r.k), qkv.add(r.w[2], r.v);
+          b.matmuls(r.h, qkv);
+          b.qk_rope_store(r.q, r.k, r.v, Tensor{}, Tensor{}, eps, r.pos, rope, int32_t(n_kv), r.slots, r.kp, r.vp);
+          b.paged_attention(r.q, r.kp, r.vp, r.pos, r.seq, r.tables, r.attn, ap);
+          b.matmul(r.w[3], r.attn, r.o);
+          b.add_rms_norm(r.x, r.o, r.n2, eps, r.x, r.h);
+          Products gu;
+          gu.add(r.w[4], r.g), gu.add(r.w[5], r.u);
+          b.matmuls(r.h, gu);
+          b.swiglu(r.g, r.u, r.g);
+          b.matmul(r.w[6], r.g, r.o);
+          b.add(r.x, r.o, r.x);
+          std::vector<float> out = download(b, r.x);
+          std::vector<uint16_t> raw(size_t(pool_rows * kc));
+          for (const Tensor& pool : {r.kp, r.vp}) {
+            b.read(pool, raw.data());
+            b.synchronize();
+            for (int32_t s : slots) {
+              for (int64_t c = 0; c < kc; ++c) out.push_back(fp16_to_fp32(raw[size_t(s * kc + c)]));
+            }
+          }
+          return out;
+        };
+        Run rb = setup(pbe), rr = setup(ref());
+        const uint64_t ops_before = cuda_program_ops(pbe);
+        for (int t = 0; t < 3; ++t) {
+          const double budget = std::max({1e-6, 10 * matmul_budget(bname(), type, n), 10 * matmul_budget(bname(), wo_type, n)});
+          expect_close(bname(),
+                       std::string("decode layer ") + ggml_type_name(uint32_t(type)) + " mix=" + std::to_string(mix) +
+                           " n=" + std::to_string(n) + " step " + std::to_string(t),
+                       step(pbe, rb, t), step(ref(), rr, t), budget);
+        }
+        if (bname() == "cuda") EXPECT_GT(cuda_program_ops(pbe), ops_before) << "no step program ran";
+      }
+    }
+  }
+}
 
 TEST_P(BackendOpsTest, PagedAttentionF32AndF16Pools) {
   for (GgmlType pool_type : {GgmlType::kF32, GgmlType::kF16}) {

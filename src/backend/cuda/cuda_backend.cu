@@ -30,6 +30,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <unordered_map>
 #include <numbers>
 #include <string>
@@ -515,20 +516,17 @@ struct QkvArgs {
   int* err;
 };
 
-__global__ void __launch_bounds__(kQkvWarps * 32) qk_rope_store_kernel(QkvArgs a) {
-  pdl_start();
-  __shared__ float sh[kQkvWarps][kAttnMaxDimQkv];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t r = blockIdx.x;
-  const int hh = int(blockIdx.y) * kQkvWarps + warp;
-  if (hh >= a.n_q_heads + 2 * a.n_kv_heads) return;
+// One warp's (row r, head hh) of qk_rope_store (hh: q's heads, then k's, then v's); head: the
+// warp's kAttnMaxDimQkv floats of shared memory. Activations read through L2 (__ldcg: a step
+// program writes q / k / v in the phase before).
+__device__ __forceinline__ void qkv_head(const QkvArgs& a, int64_t r, int hh, float* head) {
+  const int lane = threadIdx.x % 32;
   const int D = a.head_dim;
   const bool is_q = hh < a.n_q_heads, is_k = !is_q && hh < a.n_q_heads + a.n_kv_heads;
   const int h = is_q ? hh : is_k ? hh - a.n_q_heads : hh - a.n_q_heads - a.n_kv_heads;
   const float* src = is_q ? a.q + r * a.q_stride : is_k ? a.k + r * a.k_stride : a.v + r * a.v_stride;
   src += size_t(h) * D;
-  float* head = sh[warp];
-  for (int c = lane; c < D; c += 32) head[c] = src[c];
+  for (int c = lane; c < D; c += 32) head[c] = __ldcg(src + c);
   const float* norm = is_q ? a.q_norm : is_k ? a.k_norm : nullptr;
   if (norm != nullptr) {
     double s = 0.0;
@@ -562,25 +560,33 @@ __global__ void __launch_bounds__(kQkvWarps * 32) qk_rope_store_kernel(QkvArgs a
   }
 }
 
-constexpr int kAttnWarps = 8, kAttnMaxDim = 256, kAttnPerLane = kAttnMaxDim / 32;
-
-template <bool F16>
-__device__ __forceinline__ float kv_at(const uint8_t* base, size_t stride, int64_t row, int64_t col) {
-  if constexpr (F16) return __half2float(reinterpret_cast<const __half*>(base + size_t(row) * stride)[col]);
-  return reinterpret_cast<const float*>(base + size_t(row) * stride)[col];
+__global__ void __launch_bounds__(kQkvWarps * 32) qk_rope_store_kernel(QkvArgs a) {
+  pdl_start();
+  __shared__ float sh[kQkvWarps][kAttnMaxDimQkv];
+  const int warp = threadIdx.x / 32;
+  const int hh = int(blockIdx.y) * kQkvWarps + warp;
+  if (hh >= a.n_q_heads + 2 * a.n_kv_heads) return;
+  qkv_head(a, blockIdx.x, hh, sh[warp]);
 }
 
+constexpr int kAttnWarps = 8, kAttnMaxDim = 256, kAttnPerLane = kAttnMaxDim / 32;
 
-// One block (kAttnWarps warps) per (head, query row): online softmax over the row's keys, warp w
-// taking keys w, w + kAttnWarps, ...; the warps' partial results merged through shared memory.
-template <bool PAGED, bool F16>
-__global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(AttnArgs a) {
-  pdl_start();
-  __shared__ float sh_m[kAttnWarps], sh_l[kAttnWarps];
-  __shared__ float sh_acc[kAttnWarps][kAttnMaxDim];
-  const int h = blockIdx.x;
-  const int64_t i = blockIdx.y;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+// K / V read through L2 (__ldcg: a step program stores the row in the phase before).
+template <bool F16>
+__device__ __forceinline__ float kv_at(const uint8_t* base, size_t stride, int64_t row, int64_t col) {
+  const uint8_t* p = base + size_t(row) * stride;
+  if constexpr (F16) return __half2float(__ushort_as_half(__ldcg(reinterpret_cast<const unsigned short*>(p) + col)));
+  return __ldcg(reinterpret_cast<const float*>(p) + col);
+}
+
+// Attention of query row i, head h, by a group of kAttnWarps warps (tid: 0 .. kAttnWarps * 32 - 1;
+// sync: the group's barrier): online softmax over the row's keys, warp w taking keys w, w +
+// kAttnWarps, ...; the warps' partial results merged through the group's shared sh_m, sh_l,
+// sh_acc. The block of attention_kernel, or half of a step program's block.
+template <bool PAGED, bool F16, class Sync>
+__device__ __forceinline__ void attention_item(const AttnArgs& a, int h, int64_t i, int tid, Sync sync, float* sh_m,
+                                               float* sh_l, float (*sh_acc)[kAttnMaxDim]) {
+  const int warp = tid / 32, lane = tid % 32;
   int64_t n_keys;
   int32_t seq = 0;
   if constexpr (PAGED) {
@@ -591,7 +597,7 @@ __global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(AttnArgs a) 
     seq = a.seq_ids[i];
     const int32_t pos = a.positions[i];
     if (seq < 0 || seq >= a.n_seqs || pos < 0 || pos / a.block_size >= a.max_blocks) {
-      if (threadIdx.x == 0 && h == 0) atomicOr(a.err, kErrSeq);
+      if (tid == 0 && h == 0) atomicOr(a.err, kErrSeq);
       return;
     }
     n_keys = int64_t(pos) + 1;
@@ -605,7 +611,7 @@ __global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(AttnArgs a) 
 #pragma unroll
   for (int t = 0; t < kAttnPerLane; ++t) {
     const int d = lane + 32 * t;
-    qv[t] = d < hd ? qh[d] : 0.f;
+    qv[t] = d < hd ? __ldcg(qh + d) : 0.f;
     acc[t] = 0.f;
   }
   float m = -INFINITY, l = 0.f;
@@ -645,7 +651,7 @@ __global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(AttnArgs a) 
     const int d = lane + 32 * t;
     if (d < hd) sh_acc[warp][d] = acc[t];
   }
-  __syncthreads();
+  sync();
   float M = -INFINITY;
   for (int w = 0; w < kAttnWarps; ++w) M = fmaxf(M, sh_m[w]);
   float L = 0.f, f[kAttnWarps];
@@ -654,11 +660,21 @@ __global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(AttnArgs a) 
     L += sh_l[w] * f[w];
   }
   float* oh = a.out + size_t(i) * a.o_stride + int64_t(h) * hd;
-  for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+  for (int d = tid; d < hd; d += kAttnWarps * 32) {
     float s = 0.f;
     for (int w = 0; w < kAttnWarps; ++w) s += sh_acc[w][d] * f[w];
     oh[d] = s / L;
   }
+  sync();  // the shared arrays free for the group's next item
+}
+
+// One block (kAttnWarps warps) per (head, query row).
+template <bool PAGED, bool F16>
+__global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(AttnArgs a) {
+  pdl_start();
+  __shared__ float sh_m[kAttnWarps], sh_l[kAttnWarps];
+  __shared__ float sh_acc[kAttnWarps][kAttnMaxDim];
+  attention_item<PAGED, F16>(a, blockIdx.x, blockIdx.y, threadIdx.x, [] { __syncthreads(); }, sh_m, sh_l, sh_acc);
 }
 
 // ---- decode matrix-vector on repacked panels ----
@@ -892,7 +908,8 @@ __device__ __forceinline__ float panel_unit_dot(const uint4 (&q)[PanelFmt<T>::CH
 }
 
 // A warp's part of the activation of a panel product, units [u0, u1): x into shared xs (zero past
-// k), and for Q4_K each 32-element chunk's sum into xsum (rows are whole super-blocks there).
+// k), and for Q4_K each 32-element chunk's sum into xsum (rows are whole super-blocks there). x is
+// read through L2 (__ldcg): a step program (step_program.cuh) rewrites it between its phases.
 template <int T>
 __device__ __forceinline__ void stage_panel_x(const float* __restrict__ x, int64_t k, int64_t u0, int64_t u1, float* xs,
                                               float* xsum) {
@@ -901,7 +918,7 @@ __device__ __forceinline__ void stage_panel_x(const float* __restrict__ x, int64
   if constexpr (T == kQ4_K) {
     for (int64_t c = u0 * 8; c < u1 * 8; ++c) {
       const int64_t e = c * 32 + lane;
-      const float v = x[e];
+      const float v = __ldcg(x + e);
       xs[e] = v;
       const float s = warp_sum(v);
       if (lane == 0) xsum[c] = s;
@@ -913,7 +930,7 @@ __device__ __forceinline__ void stage_panel_x(const float* __restrict__ x, int64
 #pragma unroll
       for (int i = 0; i < B; ++i) {
         const int64_t e = e0 + 32 * i;
-        v[i] = e < u1 * F::E && e < k ? x[e] : 0.f;  // B loads in flight
+        v[i] = e < u1 * F::E && e < k ? __ldcg(x + e) : 0.f;  // B loads in flight
       }
 #pragma unroll
       for (int i = 0; i < B; ++i) {
@@ -974,7 +991,7 @@ __device__ __forceinline__ void stage_panel_x15(const float* __restrict__ x, int
   for (int64_t u = u0; u < u1; u += B) {
     float v[B];
 #pragma unroll
-    for (int i = 0; i < B; ++i) v[i] = u + i < u1 ? x[(u + i) * 32 + lane] : 0.f;  // B loads in flight
+    for (int i = 0; i < B; ++i) v[i] = u + i < u1 ? __ldcg(x + (u + i) * 32 + lane) : 0.f;  // B loads in flight
 #pragma unroll
     for (int i = 0; i < B; ++i) {
       if (u + i >= u1) break;
@@ -1158,6 +1175,7 @@ __global__ void __launch_bounds__(kPanelThreadsMax) panel_matvec_segs_kernel(Pan
 }
 
 #include "backend/cuda/panel_mma.cuh"  // uses the panel formats and PanelSegs above
+#include "backend/cuda/step_program.cuh"  // uses the panel, norm, q/k/v and attention bodies above
 
 // stage_panel_x for NB rows: rows j < nb of x (row j at x + j * x_stride into xs + j * xlen, its
 // Q4_K sums at xsum + j * slen), zeros for the rest; each element's loads for all rows issued
@@ -1859,6 +1877,29 @@ class CudaBackend final : public Backend {
     if (major < 9) pdl_ = 0;
     CUDA_OK(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, device));
     if (wgmma_) wgmma_ = major == 9 && wgmma_built();
+    if (pg_) init_programs();
+  }
+  // The step programs' grid: as many blocks as fit at once with the largest shared memory.
+  void init_programs() {
+    int coop = 0;
+    CUDA_OK(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, device_));
+    if (coop == 0) {
+      pg_ = false;
+      return;
+    }
+    int per_sm = INT_MAX;
+    for (const void* fn : {reinterpret_cast<const void*>(&step_program_kernel<kF16>),
+                           reinterpret_cast<const void*>(&step_program_kernel<kQ4_0>),
+                           reinterpret_cast<const void*>(&step_program_kernel<kQ8_0>),
+                           reinterpret_cast<const void*>(&step_program_kernel<kQ4_K>),
+                           reinterpret_cast<const void*>(&step_program_kernel<kQ6_K>)}) {
+      CUDA_OK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMatvecSmemLimit)));
+      int n = 0;
+      CUDA_OK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fn, kPgThreads, kMatvecSmemLimit));
+      per_sm = std::min(per_sm, n);
+    }
+    pg_grid_ = per_sm * sms_;
+    if (pg_grid_ <= 0) pg_ = false;
   }
   ~CudaBackend() override {
     flush(false);
@@ -1871,11 +1912,22 @@ class CudaBackend final : public Backend {
                    (unsigned long long)stats_.captures, (unsigned long long)stats_.first_seen,
                    (unsigned long long)stats_.broken, (unsigned long long)stats_.evictions,
                    (unsigned long long)stats_.drops);
+      std::fprintf(stderr, "cuda step programs: %llu launched or captured, %llu ops in them\n",
+                   (unsigned long long)stats_.programs, (unsigned long long)stats_.program_ops);
       std::fprintf(stderr,
                    "cuda steps: recording %.1f ms, launching %.1f ms, waiting %.1f ms (host time, all steps)\n",
                    stats_.record_ms, stats_.launch_ms, stats_.wait_ms);
     }
-    drop_graphs();
+    drop_graphs();  // folds the programs' traces
+    if (pg_trace_) {
+      static const char* names[8] = {"?", "norm", "matvec", "qkv", "attention", "swiglu", "add", "?"};
+      for (int k = 1; k < 7; ++k) {
+        const double* r = pg_traced_[k];
+        if (r[1] == 0) continue;
+        std::fprintf(stderr, "cuda step program trace: %-9s %5.0f instructions, %8.0f runs, wait %.2f us, time %.2f us\n",
+                     names[k], r[0], r[1], r[2] / r[1] / 1e3, r[3] / r[1] / 1e3);
+      }
+    }
     if (pinned_ != nullptr) cudaFreeHost(pinned_);
     buffers_.clear();
     if (scratch_ != nullptr) cudaFree(scratch_);
@@ -2008,7 +2060,8 @@ class CudaBackend final : public Backend {
     op(kOpGetRows, [=, this] { get_rows_now(table, ids, out); }, table, ids, out);
   }
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out) override {
-    op(kOpRmsNorm, [=, this] { rms_norm_now(x, weight, eps, out); }, x, weight, eps, out);
+    op_pg(pg_norm(x, nullptr, weight, eps, nullptr, out), kOpRmsNorm, [=, this] { rms_norm_now(x, weight, eps, out); },
+          x, weight, eps, out);
   }
   bool rotates_inputs() const override { return true; }
   void matmul(const Tensor& w, const Tensor& x, const Tensor& out) override {
@@ -2024,13 +2077,14 @@ class CudaBackend final : public Backend {
       const int split = mma_split(w.n_rows, x.n_rows, w.n_cols);
       if (split > 1) grow_array(mma_part_, mma_part_n_, size_t(split) * size_t(x.n_rows * w.n_rows));
     }
-    op(kOpMatmul, [=, this] { matmul_now(w, x, out); }, w, x, out);
+    op_pg(pg_matvec(x, one), kOpMatmul, [=, this] { matmul_now(w, x, out); }, w, x, out);
   }
   void add(const Tensor& a, const Tensor& b, const Tensor& out) override {
-    op(kOpAdd, [=, this] { add_now(a, b, out); }, a, b, out);
+    op_pg(pg_elementwise(kPgAdd, a, b, out), kOpAdd, [=, this] { add_now(a, b, out); }, a, b, out);
   }
   void swiglu(const Tensor& gate, const Tensor& up, const Tensor& out) override {
-    op(kOpSwiglu, [=, this] { swiglu_now(gate, up, out); }, gate, up, out);
+    op_pg(pg_elementwise(kPgSwiglu, gate, up, out), kOpSwiglu, [=, this] { swiglu_now(gate, up, out); }, gate, up,
+          out);
   }
   void softmax(const Tensor& x, const Tensor& out) override {
     op(kOpSoftmax, [=, this] { softmax_now(x, out); }, x, out);
@@ -2047,7 +2101,7 @@ class CudaBackend final : public Backend {
     op(kOpRope, [=, this] { rope_now(x, positions, p); }, x, positions, p);
   }
   void matmuls(const Tensor& x, const Products& p) override {
-    if (panel_segs_apply(x, p)) return op(kOpMatmuls, [=, this] { panel_segs_now(x, p); }, x, p);
+    if (panel_segs_apply(x, p)) return op_pg(pg_matvec(x, p), kOpMatmuls, [=, this] { panel_segs_now(x, p); }, x, p);
     if (panel_mma_apply(x, p)) {
       panel_mma_grow(x, p);  // not while capturing
       return op(kOpMatmuls, [=, this] { panel_mma_now(x, p); }, x, p);
@@ -2060,14 +2114,15 @@ class CudaBackend final : public Backend {
   }
   void add_rms_norm(const Tensor& a, const Tensor& b, const Tensor& weight, float eps, const Tensor& sum,
                     const Tensor& out) override {
-    op(kOpAddRmsNorm, [=, this] { add_rms_norm_now(a, b, weight, eps, sum, out); }, a, b, weight, eps, sum, out);
+    op_pg(pg_norm(a, &b, weight, eps, &sum, out), kOpAddRmsNorm,
+          [=, this] { add_rms_norm_now(a, b, weight, eps, sum, out); }, a, b, weight, eps, sum, out);
   }
   void qk_rope_store(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_norm, const Tensor& k_norm,
                      float eps, const Tensor& positions, const RopeParams& rope, int32_t n_kv_heads,
                      const Tensor& slots, const Tensor& k_pool, const Tensor& v_pool) override {
-    op(kOpQkRopeStore,
-       [=, this] { qk_rope_store_now(q, k, v, q_norm, k_norm, eps, positions, rope, n_kv_heads, slots, k_pool, v_pool); },
-       q, k, v, q_norm, k_norm, eps, positions, rope, n_kv_heads, slots, k_pool, v_pool);
+    op_pg(pg_qkv(q, k, v, q_norm, k_norm, eps, positions, rope, n_kv_heads, slots, k_pool, v_pool), kOpQkRopeStore,
+          [=, this] { qk_rope_store_now(q, k, v, q_norm, k_norm, eps, positions, rope, n_kv_heads, slots, k_pool, v_pool); },
+          q, k, v, q_norm, k_norm, eps, positions, rope, n_kv_heads, slots, k_pool, v_pool);
   }
   void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                  const AttentionParams& p) override {
@@ -2076,9 +2131,9 @@ class CudaBackend final : public Backend {
   void paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool, const Tensor& positions,
                        const Tensor& seq_ids, const Tensor& block_tables, const Tensor& out,
                        const PagedAttentionParams& p) override {
-    op(kOpPagedAttention,
-       [=, this] { paged_attention_now(q, k_pool, v_pool, positions, seq_ids, block_tables, out, p); }, q, k_pool,
-       v_pool, positions, seq_ids, block_tables, out, p);
+    op_pg(pg_attention(q, k_pool, v_pool, positions, seq_ids, block_tables, out, p), kOpPagedAttention,
+          [=, this] { paged_attention_now(q, k_pool, v_pool, positions, seq_ids, block_tables, out, p); }, q, k_pool,
+          v_pool, positions, seq_ids, block_tables, out, p);
   }
 
   void moe_route(const Tensor& logits, bool normalize, const Tensor& ids, const Tensor& weights) override {
@@ -2120,6 +2175,95 @@ class CudaBackend final : public Backend {
     op(kOpGatedDelta,
        [=, this] { gated_delta_now(q, k, v, a, b, A, dt_bias, seq_ids, state_rows, ckpt_rows, states, out, d); }, q,
        k, v, a, b, A, dt_bias, seq_ids, state_rows, ckpt_rows, states, out, int(d.n_k_heads), int(d.tiled));
+  }
+
+  // ---- step-program instructions (step_program.cuh): an op's, where a body there computes it for
+  // these shapes (rows up to kPgRowsMax), else none and the op runs as its own kernel ----
+  static constexpr int64_t kPgRowsMax = 16;
+  bool pg_rows(int64_t n) const { return pg_ && graphs_ && n >= 1 && n <= kPgRowsMax; }
+  static bool f32(const Tensor& t) { return t.valid() && t.type == GgmlType::kF32; }
+  static bool shaped(const Tensor& t, const Tensor& like) {
+    return f32(t) && t.n_rows == like.n_rows && t.n_cols == like.n_cols;
+  }
+  // rms_norm (b nullptr) or add_rms_norm.
+  std::optional<PgInstr> pg_norm(const Tensor& a, const Tensor* b, const Tensor& w, float eps, const Tensor* sum,
+                                 const Tensor& out) const {
+    if (!pg_rows(a.n_rows) || !f32(a) || a.n_cols < 1 || !shaped(out, a) || !f32(w) || w.n_rows != 1 ||
+        w.n_cols != a.n_cols || (b != nullptr && (!shaped(*b, a) || !shaped(*sum, a)))) {
+      return std::nullopt;
+    }
+    PgInstr in{};
+    in.op = kPgNorm;
+    in.units = in.work = unsigned(a.n_rows);
+    in.norm = PgNorm{fptr(a),  b != nullptr ? fptr(*b) : nullptr, b != nullptr ? fptr(*sum) : nullptr,
+                     fptr(w),  fptr(out), fstride(a), b != nullptr ? fstride(*b) : 0,
+                     b != nullptr ? fstride(*sum) : 0, fstride(out), eps, a.n_cols};
+    return in;
+  }
+  // One activation row times p's weights, every one with its whole panel copy.
+  std::optional<PgInstr> pg_matvec(const Tensor& x, const Products& p) const {
+    if (!pg_rows(x.n_rows) || x.n_rows != 1 || !f32(x) || !whole_panels(x, p)) return std::nullopt;
+    for (int32_t i = 0; i < p.n; ++i) {
+      if (!f32(p.out[i])) return std::nullopt;
+    }
+    PgInstr in{};
+    in.op = kPgMatvec;
+    in.mv.s = panel_segs_of(p, 32);
+    in.units = in.mv.s.first[p.n];
+    // 16 warps a group where every group has a block, else 8 or 4 (one round of items if it can)
+    in.mv.per_item = in.units <= unsigned(pg_grid_) ? 1 : in.units <= 2 * unsigned(pg_grid_) ? 2 : 4;
+    in.work = (in.units + unsigned(in.mv.per_item) - 1) / unsigned(in.mv.per_item);
+    in.mv.x = fptr(x);
+    in.mv.k = x.n_cols;
+    in.mv.type = int(p.w[0].type);
+    in.mv.x15 = x15_;
+    bool fits = false;
+    ONEBIT_CUDA_PANEL_SWITCH(p.w[0].type, {
+      in.mv.n_units = (x.n_cols + PanelFmt<T>::E - 1) / PanelFmt<T>::E;
+      fits = panel_smem_bytes<T>(in.mv.n_units) <= kMatvecSmemLimit;
+    });
+    if (!fits) return std::nullopt;
+    return in;
+  }
+  std::optional<PgInstr> pg_qkv(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_norm,
+                                const Tensor& k_norm, float eps, const Tensor& positions, const RopeParams& rope,
+                                int32_t n_kv_heads, const Tensor& slots, const Tensor& k_pool,
+                                const Tensor& v_pool) const {
+    if (!pg_rows(k.n_rows)) return std::nullopt;
+    PgInstr in{};
+    in.op = kPgQkv;
+    in.qkv = qkv_args(q, k, v, q_norm, k_norm, eps, positions, rope, n_kv_heads, slots, k_pool, v_pool);
+    in.units = unsigned(k.n_rows * (in.qkv.n_q_heads + 2 * n_kv_heads));
+    in.work = (in.units + kPgWarps - 1) / kPgWarps;
+    return in;
+  }
+  // Paged decode attention (fewer rows than a flash tile: attention_kernel's rows).
+  std::optional<PgInstr> pg_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool,
+                                      const Tensor& positions, const Tensor& seq_ids, const Tensor& block_tables,
+                                      const Tensor& out, const PagedAttentionParams& p) const {
+    if (!pg_rows(q.n_rows) || q.n_rows >= 16) return std::nullopt;  // 16+: flash_attention's tiles may take rows
+    PgInstr in{};
+    in.op = kPgAttn;
+    in.attn.a = paged_args(q, k_pool, v_pool, positions, seq_ids, block_tables, out, p);
+    in.attn.a.skip_flash_tiles = false;
+    in.attn.f16 = k_pool.type == GgmlType::kF16;
+    in.units = unsigned(int64_t(p.n_heads) * q.n_rows);
+    in.work = (in.units + 1) / 2;
+    return in;
+  }
+  // swiglu (out = silu(a) * b) or add (b of a's rows or one row).
+  std::optional<PgInstr> pg_elementwise(PgOp op, const Tensor& a, const Tensor& b, const Tensor& out) const {
+    if (!pg_rows(a.n_rows) || !f32(a) || a.n_cols < 1 || !shaped(out, a) || !f32(b) || b.n_cols != a.n_cols ||
+        (b.n_rows != a.n_rows && !(op == kPgAdd && b.n_rows == 1))) {
+      return std::nullopt;
+    }
+    PgInstr in{};
+    in.op = op;
+    in.units = unsigned(a.n_rows * a.n_cols);
+    in.work = (in.units + kPgThreads - 1) / kPgThreads;
+    in.elt = PgElt{fptr(a), fptr(b), fptr(out), fstride(a), fstride(b), fstride(out), a.n_rows, a.n_cols,
+                   b.n_rows == 1 && a.n_rows != 1};
+    return in;
   }
 
   void synchronize() override {
@@ -2314,7 +2458,7 @@ class CudaBackend final : public Backend {
     CUDA_LAUNCHED();
   }
 
-  RopeArgs rope_args(const RopeParams& p) {
+  RopeArgs rope_args(const RopeParams& p) const {
     ONEBIT_CHECK(p.n_rot > 0 && p.n_rot <= p.head_dim && p.n_rot % 2 == 0);
     RopeArgs a{};
     a.n_heads = p.n_heads;
@@ -2385,6 +2529,18 @@ class CudaBackend final : public Backend {
   void qk_rope_store_now(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_norm,
                          const Tensor& k_norm, float eps, const Tensor& positions, const RopeParams& rope,
                          int32_t n_kv_heads, const Tensor& slots, const Tensor& k_pool, const Tensor& v_pool) {
+    const QkvArgs a = qkv_args(q, k, v, q_norm, k_norm, eps, positions, rope, n_kv_heads, slots, k_pool, v_pool);
+    const int64_t n = k.n_rows;
+    if (n == 0) return;
+    const int heads = a.n_q_heads + 2 * n_kv_heads;
+    launch(&qk_rope_store_kernel, dim3(unsigned(n), unsigned((heads + kQkvWarps - 1) / kQkvWarps)),
+           dim3(kQkvWarps * 32), 0, a);
+    CUDA_LAUNCHED();
+  }
+  // qk_rope_store's kernel arguments (its shapes checked).
+  QkvArgs qkv_args(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_norm, const Tensor& k_norm,
+                   float eps, const Tensor& positions, const RopeParams& rope, int32_t n_kv_heads, const Tensor& slots,
+                   const Tensor& k_pool, const Tensor& v_pool) const {
     const int64_t n = k.n_rows, D = rope.head_dim, kv_cols = int64_t(n_kv_heads) * D;
     ONEBIT_CHECK(D > 0 && D <= kAttnMaxDimQkv && n_kv_heads > 0);
     ONEBIT_CHECK(k.type == GgmlType::kF32 && k.n_cols == kv_cols && v.type == GgmlType::kF32);
@@ -2396,7 +2552,6 @@ class CudaBackend final : public Backend {
     ONEBIT_CHECK(slots.type == GgmlType::kI32 && slots.n_rows == 1 && slots.n_cols == n);
     ONEBIT_CHECK(k_pool.type == v_pool.type && (k_pool.type == GgmlType::kF32 || k_pool.type == GgmlType::kF16));
     ONEBIT_CHECK(k_pool.n_cols == kv_cols && v_pool.n_cols == kv_cols && k_pool.n_rows == v_pool.n_rows);
-    if (n == 0) return;
     QkvArgs a{};
     a.q = q.valid() ? fptr(q) : nullptr, a.q_stride = q.valid() ? fstride(q) : 0;
     a.k = fptr(k), a.k_stride = fstride(k), a.v = fptr(v), a.v_stride = fstride(v);
@@ -2407,13 +2562,11 @@ class CudaBackend final : public Backend {
     a.k_pool = dptr(k_pool), a.v_pool = dptr(v_pool);
     a.kp_stride = k_pool.row_stride_bytes, a.vp_stride = v_pool.row_stride_bytes, a.pool_rows = k_pool.n_rows;
     a.f16 = k_pool.type == GgmlType::kF16;
-    a.n_q_heads = q.valid() ? rope.n_heads : 0, a.n_kv_heads = n_kv_heads, a.head_dim = int32_t(D);
+    a.n_q_heads = q.valid() ? rope.n_heads : 0, a.n_kv_heads = n_kv_heads;
+    a.head_dim = int32_t(rope.head_dim);
     a.rope = rope_args(rope);
     a.err = err_;
-    const int heads = a.n_q_heads + 2 * n_kv_heads;
-    launch(&qk_rope_store_kernel, dim3(unsigned(n), unsigned((heads + kQkvWarps - 1) / kQkvWarps)),
-           dim3(kQkvWarps * 32), 0, a);
-    CUDA_LAUNCHED();
+    return a;
   }
 
   void attention_now(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
@@ -2440,6 +2593,21 @@ class CudaBackend final : public Backend {
   void paged_attention_now(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool, const Tensor& positions,
                        const Tensor& seq_ids, const Tensor& block_tables, const Tensor& out,
                        const PagedAttentionParams& p) {
+    if (q.n_rows == 0) return (void)paged_args(q, k_pool, v_pool, positions, seq_ids, block_tables, out, p);
+    AttnArgs a = paged_args(q, k_pool, v_pool, positions, seq_ids, block_tables, out, p);
+    a.skip_flash_tiles = flash_attention(a, p.head_dim, k_pool.type == GgmlType::kF16);
+    const dim3 grid(unsigned(p.n_heads), unsigned(q.n_rows));
+    if (k_pool.type == GgmlType::kF16) {
+      launch(&attention_kernel<true, true>, dim3(grid), dim3(kAttnWarps * 32), 0, a);
+    } else {
+      launch(&attention_kernel<true, false>, dim3(grid), dim3(kAttnWarps * 32), 0, a);
+    }
+    CUDA_LAUNCHED();
+  }
+  // paged_attention's kernel arguments (its shapes checked; no flash tiles).
+  AttnArgs paged_args(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool, const Tensor& positions,
+                      const Tensor& seq_ids, const Tensor& block_tables, const Tensor& out,
+                      const PagedAttentionParams& p) const {
     ONEBIT_CHECK(p.n_kv_heads > 0 && p.n_heads % p.n_kv_heads == 0 && p.head_dim > 0 && p.block_size > 0);
     ONEBIT_CHECK(q.type == GgmlType::kF32 && out.type == GgmlType::kF32);
     ONEBIT_CHECK(q.n_cols == int64_t(p.n_heads) * p.head_dim);
@@ -2453,7 +2621,6 @@ class CudaBackend final : public Backend {
     ONEBIT_CHECK(seq_ids.type == GgmlType::kI32 && seq_ids.n_rows == 1 && seq_ids.n_cols == q.n_rows);
     ONEBIT_CHECK(block_tables.type == GgmlType::kI32);
     ONEBIT_CHECK_MSG(p.head_dim <= kAttnMaxDim, "cuda backend: head_dim above 256");
-    if (q.n_rows == 0) return;
     AttnArgs a{};
     a.q = fptr(q), a.q_stride = fstride(q), a.k = dptr(k_pool), a.v = dptr(v_pool);
     a.kv_stride = k_pool.row_stride_bytes;
@@ -2463,14 +2630,7 @@ class CudaBackend final : public Backend {
     a.table_stride = block_tables.row_stride_bytes / sizeof(int32_t);
     a.n_seqs = block_tables.n_rows, a.max_blocks = block_tables.n_cols, a.n_pool_rows = k_pool.n_rows;
     a.block_size = p.block_size, a.err = err_, a.n_rows = q.n_rows;
-    a.skip_flash_tiles = flash_attention(a, p.head_dim, k_pool.type == GgmlType::kF16);
-    const dim3 grid(unsigned(p.n_heads), unsigned(q.n_rows));
-    if (k_pool.type == GgmlType::kF16) {
-      launch(&attention_kernel<true, true>, dim3(grid), dim3(kAttnWarps * 32), 0, a);
-    } else {
-      launch(&attention_kernel<true, false>, dim3(grid), dim3(kAttnWarps * 32), 0, a);
-    }
-    CUDA_LAUNCHED();
+    return a;
   }
 
   // The tiles of prompt rows on tensor cores (flash_attn.cuh) when the shapes allow: 16+ rows, head_dim
@@ -2660,13 +2820,24 @@ class CudaBackend final : public Backend {
   struct StepKeyHash {
     size_t operator()(const StepKey& k) const { return size_t(k.a ^ (k.b * 31)); }
   };
+  // A step's program instructions on the device and their counters (step_program_kernel's done,
+  // kPgPad apart, and fin, one of each per instruction), in one allocation at instrs.
+  struct PgDev {
+    PgInstr* instrs = nullptr;
+    unsigned* done = nullptr;
+    unsigned* fin = nullptr;
+    unsigned long long* trace = nullptr;  // ONEBIT_CUDA_PROGRAM_TRACE=1
+    std::vector<int> ops;                 // with a trace: the instructions' ops
+  };
   struct Graph {
     cudaGraphExec_t exec = nullptr;  // nullptr: seen once, not captured yet
     uint64_t last_use = 0;           // graph_clock_ at its last step
+    PgDev prog;                      // its step programs' instructions (device), or none
   };
   // What the steps did (printed at exit with ONEBIT_CUDA_GRAPH_STATS=1).
   struct GraphStats {
     uint64_t steps = 0, replays = 0, captures = 0, first_seen = 0, broken = 0, evictions = 0, drops = 0;
+    uint64_t programs = 0, program_ops = 0;  // step programs launched (op by op or captured), their ops
     double record_ms = 0, launch_ms = 0, wait_ms = 0;  // first op to run_step; run_step; the stream's wait
   };
   struct HostRead {
@@ -2677,14 +2848,24 @@ class CudaBackend final : public Backend {
 
   template <class F, class... A>
   void op(OpTag tag, F&& f, const A&... args) {
+    op_pg(std::nullopt, tag, std::forward<F>(f), args...);
+  }
+  // op with its step-program instruction (none: the op has no body there, or not for these shapes).
+  template <class F, class... A>
+  void op_pg(const std::optional<PgInstr>& ins, OpTag tag, F&& f, const A&... args) {
     if (!graphs_) return f();
     sig_.add(uint64_t(tag), args...);
     defer(std::forward<F>(f));
+    if (ins.has_value() && pg_) {
+      pending_pg_.back() = int(pg_instrs_.size());
+      pg_instrs_.push_back(*ins);
+    }
   }
   template <class F>
   void defer(F&& f) {
     if (pending_.empty()) step_open_ = host_ms();
     pending_.emplace_back(std::forward<F>(f));
+    pending_pg_.push_back(-1);
   }
   static double host_ms() {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -2710,8 +2891,112 @@ class CudaBackend final : public Backend {
     if (pending_.empty()) return;
     kernel_tail_ = false;  // the stream's last op is unknown here (a step's boundary): no overlap
     for (auto& f : pending_) f();
-    pending_.clear();
+    clear_pending();
     if (!graphable) broken_ = true;
+  }
+  void clear_pending() {
+    pending_.clear();
+    pending_pg_.clear();
+    pg_instrs_.clear();
+  }
+  // Runs the deferred ops, each run of two or more with instructions (and panel products of one
+  // type) as one step program (prog: the step's instructions on the device, in pg_instrs_' order).
+  void run_pending(const PgDev& prog) {
+    for (size_t i = 0; i < pending_.size();) {
+      size_t j = i;
+      int type = -1;
+      for (; prog.instrs != nullptr && j < pending_.size() && pending_pg_[j] >= 0; ++j) {
+        const PgInstr& in = pg_instrs_[size_t(pending_pg_[j])];
+        if (in.op != kPgMatvec) continue;
+        if (type >= 0 && in.mv.type != type) break;
+        type = in.mv.type;
+      }
+      if (j - i >= 2) {
+        const size_t at = size_t(pending_pg_[i]);
+        launch_program(type, prog.instrs + at, int(j - i), prog.done + at * kPgPad, prog.fin + at,
+                       prog.trace != nullptr ? prog.trace + at * kPgTrace : nullptr);
+        i = j;
+      } else {
+        pending_[i++]();
+      }
+    }
+    clear_pending();
+  }
+  // A cooperative launch: every block resident at once or none (two programs of two backends on one
+  // GPU then cannot each hold part of it waiting for the rest).
+  void launch_program(int type, const PgInstr* prog, int n, unsigned* done, unsigned* fin,
+                      unsigned long long* trace) {
+    auto go = [&](auto kernel) {
+      cudaLaunchAttribute attr{};
+      attr.id = cudaLaunchAttributeCooperative;
+      attr.val.cooperative = 1;
+      cudaLaunchConfig_t cfg{};
+      cfg.gridDim = dim3(unsigned(pg_grid_));
+      cfg.blockDim = dim3(kPgThreads);
+      cfg.dynamicSmemBytes = kMatvecSmemLimit;
+      cfg.stream = stream_;
+      cfg.attrs = &attr;
+      cfg.numAttrs = 1;
+      CUDA_OK(cudaLaunchKernelEx(&cfg, kernel, prog, n, done, fin, trace));
+    };
+    switch (type) {
+      case kF16: go(&step_program_kernel<kF16>); break;
+      case kQ8_0: go(&step_program_kernel<kQ8_0>); break;
+      case kQ4_K: go(&step_program_kernel<kQ4_K>); break;
+      case kQ6_K: go(&step_program_kernel<kQ6_K>); break;
+      default: go(&step_program_kernel<kQ4_0>); break;  // Q4_0, or no product in the run
+    }
+    CUDA_LAUNCHED();
+    ++stats_.programs;
+    stats_.program_ops += uint64_t(n);
+  }
+
+ public:
+  uint64_t program_ops() const { return stats_.program_ops; }
+
+ private:
+  // The step's instructions copied to the device with their zeroed counters (the step's graph
+  // keeps them), or none where it has no run of two.
+  PgDev upload_program() {
+    int run = 0, best = 0;
+    for (int k : pending_pg_) best = std::max(best, run = k >= 0 ? run + 1 : 0);
+    if (best < 2) return {};
+    const size_t n = pg_instrs_.size(), bytes = n * sizeof(PgInstr);
+    const size_t counters = (n + 1) * kPgPad + n;  // done (one a line, a line's offset), then fin
+    uint8_t* d = nullptr;
+    CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&d), bytes + 128 + counters * sizeof(unsigned)));
+    CUDA_OK(cudaMemcpy(d, pg_instrs_.data(), bytes, cudaMemcpyHostToDevice));
+    unsigned* c = reinterpret_cast<unsigned*>(d + (bytes + 127) / 128 * 128);
+    CUDA_OK(cudaMemset(c, 0, counters * sizeof(unsigned)));
+    PgDev out{reinterpret_cast<PgInstr*>(d), c, c + (n + 1) * kPgPad};
+    if (pg_trace_) {
+      std::vector<unsigned long long> t(n * kPgTrace, 0);
+      for (size_t i = 0; i < n; ++i) t[i * kPgTrace] = ~0ull;
+      CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&out.trace), t.size() * sizeof(unsigned long long)));
+      CUDA_OK(cudaMemcpy(out.trace, t.data(), t.size() * sizeof(unsigned long long), cudaMemcpyHostToDevice));
+      for (const PgInstr& in : pg_instrs_) out.ops.push_back(in.op);
+    }
+    return out;
+  }
+  // The trace of a program's instructions (ONEBIT_CUDA_PROGRAM_TRACE=1) added to pg_traced_ by
+  // op kind: instructions, launches, the wait before them and their time (ns, summed).
+  void fold_trace(const PgDev& p) {
+    if (p.trace == nullptr) return;
+    std::vector<unsigned long long> t(p.ops.size() * kPgTrace);
+    CUDA_OK(cudaMemcpy(t.data(), p.trace, t.size() * sizeof(unsigned long long), cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < p.ops.size(); ++i) {
+      auto& row = pg_traced_[p.ops[i] & 7];
+      row[0] += 1;
+      row[1] += double(t[i * kPgTrace + 4]);
+      row[2] += double(static_cast<long long>(t[i * kPgTrace + 2]));
+      row[3] += double(t[i * kPgTrace + 3]);
+    }
+  }
+  void free_program(PgDev& p) {
+    fold_trace(p);
+    if (p.instrs != nullptr) cudaFree(p.instrs);
+    if (p.trace != nullptr) cudaFree(p.trace);
+    p = PgDev{};
   }
   void run_step() {
     if (pending_.empty()) {
@@ -2735,19 +3020,20 @@ class CudaBackend final : public Backend {
       return flush(true);
     }
     auto it = graphs_of_.find(key);
-    if (it == graphs_of_.end()) {  // first time: op by op, remembered
+    if (it == graphs_of_.end()) {  // first time: op by op (and its step programs), remembered
       if (graphs_of_.size() >= kMaxGraphs) evict_graph();
-      graphs_of_.emplace(key, Graph{nullptr, ++graph_clock_});
+      const PgDev prog = upload_program();
+      graphs_of_.emplace(key, Graph{nullptr, ++graph_clock_, prog});
       ++stats_.first_seen;
-      return flush(true);
+      kernel_tail_ = false;
+      return run_pending(prog);
     }
     it->second.last_use = ++graph_clock_;
     if (it->second.exec == nullptr) {  // second time: capture, then replay from now on
       cudaGraph_t g = nullptr;
       CUDA_OK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
       kernel_tail_ = false;  // the graph's first node follows nothing
-      for (auto& f : pending_) f();
-      pending_.clear();
+      run_pending(it->second.prog);
       CUDA_OK(cudaStreamEndCapture(stream_, &g));
       CUDA_OK(cudaGraphInstantiate(&it->second.exec, g, 0));
       CUDA_OK(cudaGraphDestroy(g));
@@ -2755,7 +3041,7 @@ class CudaBackend final : public Backend {
     } else {
       ++stats_.replays;
     }
-    pending_.clear();
+    clear_pending();
     CUDA_OK(cudaGraphLaunch(it->second.exec, stream_));
   }
   // Forgets the least recently used step shape (a server's mix of batch sizes and draft lengths
@@ -2766,6 +3052,7 @@ class CudaBackend final : public Backend {
       if (it->second.last_use < lru->second.last_use) lru = it;
     }
     if (lru->second.exec != nullptr) cudaGraphExecDestroy(lru->second.exec);
+    free_program(lru->second.prog);
     graphs_of_.erase(lru);
     ++stats_.evictions;
   }
@@ -2773,6 +3060,7 @@ class CudaBackend final : public Backend {
     if (!graphs_of_.empty()) ++stats_.drops;
     for (auto& [k, g] : graphs_of_) {
       if (g.exec != nullptr) cudaGraphExecDestroy(g.exec);
+      free_program(g.prog);
     }
     graphs_of_.clear();
   }
@@ -3169,22 +3457,14 @@ class CudaBackend final : public Backend {
     gemm_prep_x_kernel<<<unsigned(n), 256, 0, stream_>>>(fptr(x), fstride(x), k, gemm_x_, k, row_scales_);
     CUDA_LAUNCHED();
     const int z = panel_mma_split(p, n, k);
-    PanelSegs sg{};
+    const PanelSegs sg = panel_segs_of(p, 32 * kTcWarps);
+    const unsigned blocks = sg.first[p.n];
     PartOffsets po{};
-    sg.n = p.n;
-    unsigned blocks = 0;
     size_t off = 0;
     for (int32_t i = 0; i < p.n; ++i) {
-      sg.panel[i] = static_cast<const CudaBuffer*>(p.w[i].buffer)->panel;
-      sg.out[i] = fptr(p.out[i]);
-      sg.o_stride[i] = fstride(p.out[i]);
-      sg.m[i] = p.w[i].n_rows;
-      sg.first[i] = blocks;
-      blocks += blocks_for(p.w[i].n_rows, 32 * kTcWarps);
       po.off[i] = off;
       off += size_t(z) * size_t(n) * size_t(p.w[i].n_rows);
     }
-    sg.first[p.n] = blocks;
     ONEBIT_CHECK(z == 1 || (mma_part_ != nullptr && off <= mma_part_n_));
     float* part = z > 1 ? mma_part_ : nullptr;
     auto run = [&]<int T, int NT>() {
@@ -3218,7 +3498,8 @@ class CudaBackend final : public Backend {
     }
   }
 
-  void panel_segs_now(const Tensor& x, const Products& p) {
+  // The panels of p's weights as one launch's segments, `rows` weight rows a block.
+  static PanelSegs panel_segs_of(const Products& p, int rows) {
     PanelSegs sg{};
     sg.n = p.n;
     unsigned blocks = 0;
@@ -3228,9 +3509,15 @@ class CudaBackend final : public Backend {
       sg.o_stride[i] = fstride(p.out[i]);
       sg.m[i] = p.w[i].n_rows;
       sg.first[i] = blocks;
-      blocks += blocks_for(p.w[i].n_rows, 32);
+      blocks += blocks_for(p.w[i].n_rows, rows);
     }
     sg.first[p.n] = blocks;
+    return sg;
+  }
+
+  void panel_segs_now(const Tensor& x, const Products& p) {
+    const PanelSegs sg = panel_segs_of(p, 32);
+    const unsigned blocks = sg.first[p.n];
     const int64_t k = x.n_cols;
     const int nb = int(x.n_rows);
     ONEBIT_CUDA_PANEL_SWITCH(p.w[0].type, {
@@ -3299,6 +3586,18 @@ class CudaBackend final : public Backend {
   // Deferred steps (ONEBIT_CUDA_GRAPHS=0 runs every op at its call, as before graphs).
   bool graphs_ = env_on("ONEBIT_CUDA_GRAPHS");
   std::vector<std::function<void()>> pending_;
+  std::vector<int> pending_pg_;     // per pending op: its instruction in pg_instrs_, or -1
+  std::vector<PgInstr> pg_instrs_;  // this step's step-program instructions
+  // Step programs (step_program.cuh): a step's runs of ops with a body there as one persistent
+  // kernel of pg_grid_ blocks (all resident at once). Off unless ONEBIT_CUDA_PROGRAM=1: measured
+  // slower than the step's graph of kernels so far (docs/cuda.md, "Step programs").
+  bool pg_ = [] {
+    const char* e = std::getenv("ONEBIT_CUDA_PROGRAM");
+    return e != nullptr && std::string(e) == "1";
+  }();
+  int pg_grid_ = 0;
+  bool pg_trace_ = std::getenv("ONEBIT_CUDA_PROGRAM_TRACE") != nullptr;
+  double pg_traced_[8][4] = {};  // by op: instructions, launches, wait ns, time ns
   StepKey sig_;
   bool broken_ = false;
   std::unordered_map<StepKey, Graph, StepKeyHash> graphs_of_;
@@ -3444,6 +3743,11 @@ std::unique_ptr<Backend> make_cuda_backend(int device, std::string* why_not) {
   }
   *host_err = 0;
   return std::make_unique<CudaBackend>(device, stream, err, host_err);
+}
+
+uint64_t cuda_program_ops(const Backend& b) {
+  const auto* c = dynamic_cast<const CudaBackend*>(&b);
+  return c != nullptr ? c->program_ops() : 0;
 }
 
 double cuda_copy_bandwidth_gbs(int device, size_t n_bytes, int reps, std::string* why_not) {

@@ -2,6 +2,7 @@
 // (no cuBLAS) on one stream. Implements backend/backend.h; knows nothing of models.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -16,6 +17,11 @@ namespace onebit {
 // store_kv slots, paged_attention block tables and sequence ids) run in the kernels: a bad value
 // is skipped there and reported as a CHECK failure at the next synchronize().
 std::unique_ptr<Backend> make_cuda_backend(int device, std::string* why_not);
+
+// How many ops backend `b` ran inside step programs so far (step_program.cuh: a step's runs of
+// ops as one persistent kernel; counted where a program is launched op by op or captured, not at
+// graph replays); 0 for any other backend. For tests.
+uint64_t cuda_program_ops(const Backend& b);
 
 // Device-to-device copy bandwidth of GPU `device` in GB/s (1e9 bytes/s), counting the bytes read
 // plus the bytes written (a D2D copy of n_bytes moves 2 * n_bytes): cudaMemcpyAsync between two

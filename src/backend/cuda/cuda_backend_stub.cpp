@@ -11,6 +11,8 @@ std::unique_ptr<Backend> make_cuda_backend(int /*device*/, std::string* why_not)
   return nullptr;
 }
 
+uint64_t cuda_program_ops(const Backend& /*b*/) { return 0; }
+
 double cuda_copy_bandwidth_gbs(int /*device*/, size_t /*n_bytes*/, int /*reps*/, std::string* why_not) {
   if (why_not != nullptr) *why_not = "this build has no CUDA backend";
   return 0;
