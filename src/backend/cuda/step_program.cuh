@@ -5,11 +5,12 @@
 // token at ~5 us each, against ~0.2 ms of weights at the copy bandwidth; docs/cuda.md). A step
 // program runs the step's ops that have a body here (the norms, one-row panel products, q/k
 // RoPE + stores, decode attention, SwiGLU, adds) as instructions of one kernel: every block of a
-// grid that fits on the GPU at once works through instruction i's units (a panel product's 32-row
-// groups, a norm's rows, attention's (head, row) pairs, ...), then all blocks meet at a grid
-// barrier before instruction i + 1. Each unit is computed by the same device code, in the same
-// order, as the op's own kernel (for the panel products: with 16 warps a group, as the one-row
-// kernel where a group has a multiprocessor to itself), so what changes is launches, not math.
+// grid that fits on the GPU at once works through instruction i's items (a panel product's 32-row
+// groups, a norm's rows, attention's (head, row) pairs, ...), waiting before its first item of i
+// for instruction i - 1's counter to hold all of i - 1's items (pg_wait, below). Each item is
+// computed by the same device code as the op's own kernel (for the panel products: with 16 warps a
+// group, as the one-row kernel where a group has a multiprocessor to itself), so what changes is
+// launches, not math.
 // Activations are read through L2 (__ldcg) everywhere in these bodies: a phase reads what
 // another multiprocessor wrote in the phase before, which a read-only or L1 copy could miss.
 
