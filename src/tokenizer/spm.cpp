@@ -16,6 +16,7 @@ void TokenizerImpl::encode_spm(std::string_view text, std::vector<TokenId>& out)
     int32_t next;
   };
   std::vector<Symbol> syms;
+  syms.reserve(text.size());
   for (size_t pos = 0; pos < text.size();) {
     // The length the lead byte announces, well-formed or not, as llama.cpp cuts SPM symbols.
     const size_t announced = std::max<size_t>(1, utf8_sequence_length(static_cast<uint8_t>(text[pos])));
@@ -34,7 +35,9 @@ void TokenizerImpl::encode_spm(std::string_view text, std::vector<TokenId>& out)
     size_t n_bytes;
     bool operator<(const Bigram& o) const { return score != o.score ? score < o.score : left > o.left; }
   };
-  std::priority_queue<Bigram> queue;
+  std::vector<Bigram> heap;  // every first pair and two a merge at most: grown once, not doubled
+  heap.reserve(3 * syms.size());
+  std::priority_queue<Bigram> queue(std::less<Bigram>(), std::move(heap));
   auto consider = [&](int32_t left, int32_t right) {
     if (left < 0 || right < 0) return;
     const size_t n = syms[left].n_bytes + syms[right].n_bytes;
